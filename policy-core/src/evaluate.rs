@@ -1,0 +1,315 @@
+//! SPEC §4: the ordered checks. The first that fails decides.
+
+use crate::decision::{self, Code, Decision, Denial};
+use crate::expose;
+use crate::json::{self, write_str};
+use crate::rules::{Rules, Tool};
+use crate::context::Context;
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::paths::LocationSegment;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+/// The argument fields that belong to the engine, not to the tool.
+pub const CONFIRMATION_FIELDS: [&str; 2] = ["confirmed", "confirmation"];
+pub const IDEMPOTENCY_FIELD: &str = "idempotency_key";
+/// At most this many schema errors are reported in `details`.
+const MAX_REPORTED_ERRORS: usize = 16;
+
+/// A parsed `tools/call` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub name: String,
+    /// `None` when absent or null (both mean `{}`).
+    pub arguments: Option<Value>,
+}
+
+/// Reads a call line: `{"name": "...", "arguments": {...}}` (MCP's `_meta`
+/// is allowed and ignored). `Err` carries the name if it could be read.
+pub fn parse_call(bytes: &[u8]) -> Result<Call, (Option<String>, String)> {
+    let value = json::parse_strict(bytes).map_err(|e| (None, e.to_string()))?;
+    let Value::Object(mut map) = value else {
+        return Err((None, "a call must be a JSON object with `name` and `arguments`".into()));
+    };
+    let name = match map.remove("name") {
+        Some(Value::String(s)) => s,
+        Some(_) => return Err((None, "`name` must be a string".into())),
+        None => return Err((None, "a call needs a `name`".into())),
+    };
+    if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "arguments" | "_meta")) {
+        let message = format!("unknown call key `{}`; expected name, arguments, _meta", json::truncate_for_message(key));
+        return Err((Some(name), message));
+    }
+    let arguments = map.remove("arguments").filter(|a| !a.is_null());
+    Ok(Call { name, arguments })
+}
+
+fn reason_details(reason: &str) -> String {
+    let mut out = String::from("{\"reason\":");
+    write_str(&mut out, reason);
+    out.push('}');
+    out
+}
+
+impl Rules {
+    /// Decides a call given as JSON bytes. Never fails: an unreadable call or
+    /// context is a deny with its own code.
+    pub fn evaluate_json(&self, call: &[u8], context: &str) -> Decision {
+        let ctx = match Context::parse(context) {
+            Ok(ctx) => ctx,
+            Err(problem) => {
+                let denial = Denial::with_details(Code::InvalidContext, reason_details(&problem.to_string()));
+                return decision::unattributed(None, &denial, self.revision());
+            }
+        };
+        match parse_call(call) {
+            Ok(call) => self.evaluate(&call.name, call.arguments.as_ref(), &ctx),
+            Err((name, reason)) => {
+                let name_json = name.map(|n| {
+                    let mut s = String::new();
+                    write_str(&mut s, &n);
+                    s
+                });
+                let denial = Denial::with_details(Code::BadRequest, reason_details(&reason));
+                decision::unattributed(name_json.as_deref(), &denial, self.revision())
+            }
+        }
+    }
+
+    /// Decides one call (SPEC §4).
+    pub fn evaluate(&self, name: &str, arguments: Option<&Value>, ctx: &Context) -> Decision {
+        // 1. Known and exposed; anything else answers exactly like an unknown tool.
+        let Some(tool) = self.tool(name).filter(|t| expose::is_exposed(&t.name, &t.class, ctx)) else {
+            let mut name_json = String::with_capacity(name.len() + 2);
+            write_str(&mut name_json, name);
+            return decision::not_found(&name_json);
+        };
+        // An empty BTreeMap does not allocate: `{}` costs nothing here.
+        let empty_value = Value::Object(Map::new());
+        let args_value = arguments.unwrap_or(&empty_value);
+        let Some(args) = args_value.as_object() else {
+            // Scopes are checked before argument shape (check 2 before 3).
+            if let Some(d) = self.scope_denial(tool, ctx) {
+                return self.about(tool, tool.class.confirmation_required, false, Some(&d));
+            }
+            let d = Denial::with_details(Code::BadRequest, reason_details("`arguments` must be a JSON object"));
+            return self.about(tool, tool.class.confirmation_required, false, Some(&d));
+        };
+        let received = confirmation_received(args);
+        // 2. Scopes.
+        if let Some(d) = self.scope_denial(tool, ctx) {
+            return self.about(tool, tool.class.confirmation_required, received, Some(&d));
+        }
+        // 3. Arguments: schema and `requires`. Schema failures that concern
+        // only the confirmation fields or only the idempotency key are left to
+        // checks 5 and 4.
+        let concerns = schema_concerns(tool, args_value, args);
+        let missing: Vec<&str> = tool
+            .class
+            .requires
+            .iter()
+            .filter(|r| args.get(r.as_str()).is_none_or(Value::is_null))
+            .map(String::as_str)
+            .collect();
+        if !concerns.general.is_empty() || !missing.is_empty() {
+            let d = Denial::with_details(Code::BadRequest, bad_request_details(&concerns.general, &missing));
+            return self.about(tool, tool.class.confirmation_required, received, Some(&d));
+        }
+        // 4. Idempotency key.
+        if concerns.idempotency || !idempotency_key_ok(tool, args) {
+            let d = Denial::new(Code::IdempotencyKeyInvalid);
+            return self.about(tool, tool.class.confirmation_required, received, Some(&d));
+        }
+        // 5. Confirmation: only the JSON boolean `true` counts.
+        let required = tool.class.confirmation_required || concerns.confirmation;
+        if (required && !received) || concerns.confirmation {
+            let d = Denial::new(Code::ConfirmationRequired);
+            return self.about(tool, required, received, Some(&d));
+        }
+        // 6. Allowed.
+        self.about(tool, required, received, None)
+    }
+
+    fn scope_denial(&self, tool: &Tool, ctx: &Context) -> Option<Denial> {
+        let missing = expose::missing_scopes(&tool.class, ctx);
+        if missing.is_empty() {
+            return None;
+        }
+        let mut details = String::from("{\"missing_scopes\":[");
+        for (i, s) in missing.iter().enumerate() {
+            if i > 0 {
+                details.push(',');
+            }
+            write_str(&mut details, s);
+        }
+        details.push_str("]}");
+        Some(Denial::with_details(Code::ScopeDenied, details))
+    }
+
+    fn about(&self, tool: &Tool, required: bool, received: bool, denial: Option<&Denial>) -> Decision {
+        decision::about_tool(&tool.name_json, &tool.class, required, received, denial, self.revision())
+    }
+}
+
+/// Received only when a confirmation field is the JSON boolean `true` and
+/// no confirmation field says anything else (`confirmed: true` with
+/// `confirmation: "no"` is a contradiction, and contradictions deny).
+pub fn confirmation_received(args: &Map<String, Value>) -> bool {
+    let mut any_true = false;
+    for field in CONFIRMATION_FIELDS {
+        match args.get(field) {
+            None => {}
+            Some(Value::Bool(true)) => any_true = true,
+            Some(_) => return false,
+        }
+    }
+    any_true
+}
+
+fn idempotency_key_ok(tool: &Tool, args: &Map<String, Value>) -> bool {
+    let takes = tool.declares_idempotency_key;
+    if !takes && !tool.class.idempotency_key_required {
+        return true;
+    }
+    match args.get(IDEMPOTENCY_FIELD) {
+        None | Some(Value::Null) => !tool.class.idempotency_key_required,
+        Some(Value::String(key)) => is_valid_idempotency_key(key),
+        Some(_) => false,
+    }
+}
+
+/// `^[A-Za-z0-9._:-]+$`, 8..=128 characters.
+pub fn is_valid_idempotency_key(key: &str) -> bool {
+    (8..=128).contains(&key.len())
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+#[derive(Debug, Default)]
+struct Concerns {
+    /// (instance path, keyword) of failures about the tool's own arguments.
+    general: Vec<(String, &'static str)>,
+    idempotency: bool,
+    confirmation: bool,
+}
+
+fn schema_concerns(tool: &Tool, args_value: &Value, args: &Map<String, Value>) -> Concerns {
+    let mut concerns = Concerns::default();
+    let Some(validator) = &tool.validator else {
+        return concerns;
+    };
+    // Confirmation fields the schema does not declare belong to the engine:
+    // validation does not see them.
+    let undeclared_present = tool.strip_fields.iter().any(|f| args.contains_key(*f));
+    let instance: Cow<'_, Value> = if undeclared_present {
+        let mut copy = args.clone();
+        for f in &tool.strip_fields {
+            copy.remove(*f);
+        }
+        Cow::Owned(Value::Object(copy))
+    } else {
+        Cow::Borrowed(args_value)
+    };
+    if validator.is_valid(&instance) {
+        return concerns;
+    }
+    for error in validator.iter_errors(&instance) {
+        let keyword = keyword_name(error.kind());
+        let fields: Vec<String> = match error.instance_path().segments().next() {
+            Some(LocationSegment::Property(p)) => vec![p.into_owned()],
+            Some(LocationSegment::Index(_)) => vec![String::new()],
+            None => match error.kind() {
+                ValidationErrorKind::Required { property } => vec![property.as_str().unwrap_or_default().to_owned()],
+                ValidationErrorKind::AdditionalProperties { unexpected }
+                | ValidationErrorKind::UnevaluatedProperties { unexpected } => unexpected.clone(),
+                _ => vec![String::new()],
+            },
+        };
+        for field in fields {
+            if CONFIRMATION_FIELDS.contains(&field.as_str()) {
+                concerns.confirmation = true;
+            } else if field == IDEMPOTENCY_FIELD {
+                concerns.idempotency = true;
+            } else if concerns.general.len() < MAX_REPORTED_ERRORS {
+                let path = match error.instance_path().as_str() {
+                    "" if !field.is_empty() => format!("/{}", field.replace('~', "~0").replace('/', "~1")),
+                    p => p.to_owned(),
+                };
+                concerns.general.push((path, keyword));
+            } else {
+                concerns.general.truncate(MAX_REPORTED_ERRORS);
+            }
+        }
+    }
+    concerns
+}
+
+fn bad_request_details(errors: &[(String, &'static str)], missing: &[&str]) -> String {
+    let mut out = String::from("{");
+    if !errors.is_empty() {
+        out.push_str("\"schema_errors\":[");
+        for (i, (path, keyword)) in errors.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"path\":");
+            write_str(&mut out, &json::truncate_for_message(path));
+            out.push_str(",\"keyword\":\"");
+            out.push_str(keyword);
+            out.push_str("\"}");
+        }
+        out.push(']');
+    }
+    if !missing.is_empty() {
+        if !errors.is_empty() {
+            out.push(',');
+        }
+        out.push_str("\"missing_arguments\":[");
+        for (i, m) in missing.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_str(&mut out, m);
+        }
+        out.push(']');
+    }
+    out.push('}');
+    out
+}
+
+/// The JSON Schema keyword that failed, spelled as in the schema.
+fn keyword_name(kind: &ValidationErrorKind) -> &'static str {
+    use ValidationErrorKind as K;
+    match kind {
+        K::AdditionalItems { .. } => "additionalItems",
+        K::AdditionalProperties { .. } => "additionalProperties",
+        K::AnyOf { .. } => "anyOf",
+        K::Constant { .. } => "const",
+        K::Contains => "contains",
+        K::ContentEncoding { .. } => "contentEncoding",
+        K::ContentMediaType { .. } => "contentMediaType",
+        K::Enum { .. } => "enum",
+        K::ExclusiveMaximum { .. } => "exclusiveMaximum",
+        K::ExclusiveMinimum { .. } => "exclusiveMinimum",
+        K::FalseSchema => "false",
+        K::Format { .. } => "format",
+        K::MaxItems { .. } => "maxItems",
+        K::Maximum { .. } => "maximum",
+        K::MaxLength { .. } => "maxLength",
+        K::MaxProperties { .. } => "maxProperties",
+        K::MinItems { .. } => "minItems",
+        K::Minimum { .. } => "minimum",
+        K::MinLength { .. } => "minLength",
+        K::MinProperties { .. } => "minProperties",
+        K::MultipleOf { .. } => "multipleOf",
+        K::Not { .. } => "not",
+        K::OneOfMultipleValid { .. } | K::OneOfNotValid { .. } => "oneOf",
+        K::Pattern { .. } => "pattern",
+        K::PropertyNames { .. } => "propertyNames",
+        K::Required { .. } => "required",
+        K::Type { .. } => "type",
+        K::UnevaluatedItems { .. } => "unevaluatedItems",
+        K::UnevaluatedProperties { .. } => "unevaluatedProperties",
+        K::UniqueItems => "uniqueItems",
+        _ => "schema",
+    }
+}

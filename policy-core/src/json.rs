@@ -1,0 +1,181 @@
+//! JSON in and out. In: a strict parser that refuses duplicate keys (two parsers
+//! that disagree on `{"confirmed":false,"confirmed":true}` are a bypass). Out: a
+//! canonical writer (sorted keys, no whitespace) so bytes never depend on a
+//! map's iteration order or a feature flag elsewhere in the build.
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Parses JSON text, refusing duplicate object keys, invalid UTF-8, lone
+/// surrogates, numbers out of `f64` range and nesting deeper than 128.
+pub fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let StrictValue(value) = StrictValue::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+struct StrictValue(Value);
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(StrictValue(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let StrictValue(value) = map.next_value()?;
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate key `{}`",
+                    truncate_for_message(&key)
+                )));
+            }
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Shortens a key or name for an error message, so a huge input cannot make a
+/// huge message. Never used for argument values, which are never echoed.
+pub fn truncate_for_message(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.len() <= MAX {
+        return s.escape_debug().to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", s.get(..end).unwrap_or_default().escape_debug())
+}
+
+/// Writes `value` canonically: object keys sorted by their UTF-8 bytes, no
+/// whitespace, numbers and strings as serde_json writes them.
+pub fn write_canonical(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(out, key);
+                out.push(':');
+                if let Some(v) = map.get(key) {
+                    write_canonical(out, v);
+                }
+            }
+            out.push('}');
+        }
+    }
+}
+
+pub fn canonical(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(&mut out, value);
+    out
+}
+
+/// A JSON string literal.
+pub fn write_str(out: &mut String, s: &str) {
+    // serde_json's escaping is the reference; writing a &str cannot fail.
+    match serde_json::to_string(s) {
+        Ok(quoted) => out.push_str(&quoted),
+        Err(_) => out.push_str("\"\""),
+    }
+}
+
+pub fn write_bool(out: &mut String, b: bool) {
+    out.push_str(if b { "true" } else { "false" });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_keys_are_refused_at_any_depth() {
+        assert!(parse_strict(br#"{"a":1,"a":2}"#).is_err());
+        assert!(parse_strict(br#"{"x":{"confirmed":false,"confirmed":true}}"#).is_err());
+        assert!(parse_strict(br#"{"a":1,"b":2}"#).is_ok());
+    }
+
+    #[test]
+    fn hostile_text_is_an_error_not_a_panic() {
+        assert!(parse_strict(b"\xff\xfe").is_err());
+        assert!(parse_strict(br#""\ud800""#).is_err());
+        assert!(parse_strict(b"1e309").is_err());
+        let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+        assert!(parse_strict(deep.as_bytes()).is_err());
+        assert!(parse_strict(b"{} trailing").is_err());
+    }
+
+    #[test]
+    fn canonical_sorts_keys_and_drops_whitespace() {
+        let v = parse_strict(br#"{ "b": [1, {"d":1,"c":2}], "a": "\u00e9" }"#).unwrap_or_default();
+        assert_eq!(canonical(&v), r#"{"a":"é","b":[1,{"c":2,"d":1}]}"#);
+    }
+}

@@ -1,0 +1,273 @@
+//! Loaded rules: everything a call needs, built once (parse, classify every
+//! tool, compile its argument validator, index by name), then immutable.
+
+use crate::catalog::{self, Catalog, CatalogTool};
+use crate::classify::{self, CatalogHint, Classification, declares_property};
+use crate::context::Context;
+use crate::error::{Finding, Origin, Problem, ProblemCode, Severity};
+use crate::evaluate::{CONFIRMATION_FIELDS, IDEMPOTENCY_FIELD};
+use crate::expose;
+use crate::json::{self, write_str};
+use crate::policy::{self, OperationType, Policy};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+/// A deterministic hasher: the core has no randomness, and lookups must
+/// cost the same in every runtime.
+type NameIndex = HashMap<String, usize, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>;
+
+#[derive(Debug)]
+pub struct Tool {
+    pub name: String,
+    /// The name as a JSON string literal, written once.
+    pub name_json: String,
+    pub class: Classification,
+    pub source: CatalogTool,
+    pub validator: Option<jsonschema::Validator>,
+    pub declares_idempotency_key: bool,
+    /// Engine fields this tool's schema does not declare: ignored by
+    /// validation and removed by hosts before forwarding.
+    pub strip_fields: Vec<&'static str>,
+    /// This tool's `tools/list` entry, rendered once.
+    pub list_entry: String,
+}
+
+#[derive(Debug)]
+pub struct Rules {
+    tools: Vec<Tool>,
+    index: NameIndex,
+    revision: String,
+    policy: Option<Policy>,
+    catalog_form: catalog::CatalogForm,
+}
+
+impl Rules {
+    /// Loads rules from policy text (`None`: legacy behaviour) and catalog text.
+    pub fn load(policy_text: Option<&str>, catalog_text: &str) -> Result<Rules, Problem> {
+        let policy = policy_text.map(policy::parse).transpose()?;
+        let catalog = catalog::parse(catalog_text)?;
+        Rules::from_parts(policy, catalog)
+    }
+
+    pub fn from_parts(policy: Option<Policy>, catalog: Catalog) -> Result<Rules, Problem> {
+        let revision = {
+            let mut canonical = String::from("toolgate-revision-1\npolicy:");
+            canonical.push_str(policy.as_ref().map_or("null", |p| p.canonical.as_str()));
+            canonical.push_str("\ncatalog:");
+            canonical.push_str(&catalog.canonical);
+            catalog::sha256_hex(canonical.as_bytes())
+        };
+        let mut sources = catalog.tools;
+        sources.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut tools = Vec::with_capacity(sources.len());
+        let mut index = NameIndex::default();
+        for source in sources {
+            let class = classify::classify(&source, policy.as_ref());
+            let validator = match &source.input_schema {
+                None => None,
+                Some(schema) => Some(compile_schema(schema).map_err(|why| {
+                    Problem::new(
+                        ProblemCode::InvalidSchema,
+                        Origin::Catalog,
+                        format!("the inputSchema of `{}` cannot be compiled: {why}", json::truncate_for_message(&source.name)),
+                    )
+                    .with_path(format!("{}.inputSchema", source.path))
+                    .at(u64::from(source.line), u64::from(source.column))
+                })?),
+            };
+            let schema = source.input_schema.as_ref();
+            let strip_fields = CONFIRMATION_FIELDS
+                .into_iter()
+                .filter(|f| !declares_property(schema, f))
+                .collect();
+            let mut name_json = String::new();
+            write_str(&mut name_json, &source.name);
+            let list_entry = list_entry(&source, &class);
+            index.insert(source.name.clone(), tools.len());
+            tools.push(Tool {
+                name: source.name.clone(),
+                name_json,
+                declares_idempotency_key: declares_property(schema, IDEMPOTENCY_FIELD),
+                class,
+                validator,
+                strip_fields,
+                list_entry,
+                source,
+            });
+        }
+        Ok(Rules {
+            tools,
+            index,
+            revision,
+            policy,
+            catalog_form: catalog.form,
+        })
+    }
+
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.index.get(name).and_then(|&i| self.tools.get(i))
+    }
+
+    /// Every tool, sorted by name.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    pub fn catalog_form(&self) -> catalog::CatalogForm {
+        self.catalog_form
+    }
+
+    /// Engine fields a host removes from `arguments` before forwarding a call
+    /// to this tool (those its schema does not declare). Unknown tool: both.
+    pub fn strip_fields(&self, name: &str) -> &[&'static str] {
+        self.tool(name).map_or(&CONFIRMATION_FIELDS[..], |t| t.strip_fields.as_slice())
+    }
+
+    /// The MCP `tools/list` result for this context (SPEC §3): the listed
+    /// tools, sorted by name.
+    pub fn list_exposable(&self, ctx: &Context) -> String {
+        let mut out = String::from("{\"tools\":[");
+        let mut first = true;
+        for tool in self.tools.iter().filter(|t| expose::is_listed(&t.name, &t.class, ctx)) {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(&tool.list_entry);
+        }
+        out.push_str("]}");
+        out
+    }
+
+    /// Names of the listed tools, sorted.
+    pub fn listed_names(&self, ctx: &Context) -> Vec<&str> {
+        self.tools
+            .iter()
+            .filter(|t| expose::is_listed(&t.name, &t.class, ctx))
+            .map(|t| t.name.as_str())
+            .collect()
+    }
+
+    /// Lints for `toolgate check`: things that load but deserve a look.
+    pub fn findings(&self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        let Some(policy) = &self.policy else {
+            return out;
+        };
+        for (name, entry) in &policy.tool_policies {
+            let warn = |code: &'static str, message: String| Finding {
+                severity: Severity::Warning,
+                code,
+                origin: Origin::Policy,
+                message,
+                path: format!("tool_policies.{name}"),
+                line: entry.line,
+                column: entry.column,
+            };
+            let shown = json::truncate_for_message(name);
+            let Some(tool) = self.tool(name) else {
+                out.push(warn("POLICY_TOOL_NOT_IN_CATALOG", format!("`{shown}` is in the policy but not in the catalog")));
+                continue;
+            };
+            let hint = classify::catalog_hint(&tool.source);
+            match (entry.stated_operation_type(), &hint) {
+                (Some(OperationType::ReadOnly), CatalogHint::Writes(_)) => out.push(warn(
+                    "POLICY_CONTRADICTS_HINT",
+                    format!("`{shown}` is read_only in the policy, but the catalog says it writes"),
+                )),
+                (Some(OperationType::Transactional), CatalogHint::ReadOnly) => out.push(warn(
+                    "POLICY_CONTRADICTS_HINT",
+                    format!("`{shown}` is transactional in the policy, but the catalog says it only reads"),
+                )),
+                _ => {}
+            }
+            if let Some(pin) = &entry.pin
+                && *pin != tool.source.definition_hash
+            {
+                out.push(warn(
+                    "PIN_MISMATCH",
+                    format!("`{shown}` changed since it was pinned; it is held back. Its definition is now {}", tool.source.definition_hash),
+                ));
+            }
+        }
+        for tool in &self.tools {
+            if tool.class.operation_type == OperationType::Transactional && !tool.class.confirmation_required {
+                let (line, column) = policy
+                    .tool_policies
+                    .get(&tool.name)
+                    .map_or((tool.source.line, tool.source.column), |e| (e.line, e.column));
+                out.push(Finding {
+                    severity: Severity::Warning,
+                    code: "TRANSACTIONAL_WITHOUT_CONFIRMATION",
+                    origin: if policy.tool_policies.contains_key(&tool.name) { Origin::Policy } else { Origin::Catalog },
+                    message: format!(
+                        "`{}` is transactional ({}) and runs without confirmation",
+                        json::truncate_for_message(&tool.name),
+                        tool.class.effect
+                    ),
+                    path: tool.source.path.clone(),
+                    line,
+                    column,
+                });
+            }
+        }
+        out
+    }
+}
+
+fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| json::truncate_for_message(&e.to_string()))
+}
+
+/// The `tools/list` entry: the catalog's name, title, description and
+/// schemas, and annotations derived from the classification so they can
+/// never contradict it.
+fn list_entry(tool: &CatalogTool, class: &Classification) -> String {
+    let mut out = String::from("{\"name\":");
+    write_str(&mut out, &tool.name);
+    if let Some(title) = &tool.title {
+        out.push_str(",\"title\":");
+        write_str(&mut out, title);
+    }
+    if let Some(description) = &tool.description {
+        out.push_str(",\"description\":");
+        write_str(&mut out, description);
+    }
+    out.push_str(",\"inputSchema\":");
+    match &tool.input_schema {
+        Some(schema) => json::write_canonical(&mut out, schema),
+        None => out.push_str("{\"additionalProperties\":false,\"properties\":{},\"type\":\"object\"}"),
+    }
+    if let Some(schema) = &tool.output_schema {
+        out.push_str(",\"outputSchema\":");
+        json::write_canonical(&mut out, schema);
+    }
+    let read_only = class.operation_type == OperationType::ReadOnly;
+    let catalog_destructive = tool.annotations.as_ref().and_then(|a| a.destructive_hint);
+    out.push_str(",\"annotations\":{\"readOnlyHint\":");
+    json::write_bool(&mut out, read_only);
+    out.push_str(",\"destructiveHint\":");
+    json::write_bool(&mut out, !read_only && catalog_destructive.unwrap_or(true));
+    if let Some(annotations) = &tool.annotations {
+        let mut keys: Vec<&String> = annotations.other.keys().collect();
+        keys.sort();
+        for key in keys {
+            out.push(',');
+            write_str(&mut out, key);
+            out.push(':');
+            if let Some(v) = annotations.other.get(key) {
+                json::write_canonical(&mut out, v);
+            }
+        }
+    }
+    out.push_str("}}");
+    out
+}

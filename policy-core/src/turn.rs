@@ -1,0 +1,400 @@
+//! SPEC §6: the per-turn transactional runtime as a pure state machine.
+//! State in, state out, as JSON, so the host persists it anywhere.
+//!
+//! The state is trusted host storage: keep it server-side, never round-trip
+//! it through the model or the client (a forged `pending_tool_call` would be
+//! executed on the next "yes").
+
+use crate::context::Context;
+use crate::decision::{self, Code, Decision, Denial};
+use crate::error::{Origin, Problem, ProblemCode};
+use crate::evaluate::{CONFIRMATION_FIELDS, parse_call};
+use crate::json::{self, write_bool, write_str};
+use crate::policy::OperationType;
+use crate::rules::Rules;
+use serde_json::{Map, Value};
+
+/// Where the turn's one transactional call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// No transactional call this turn.
+    None,
+    /// A call waits for the person's confirmation (`pending_tool_call`).
+    AwaitingConfirmation,
+    /// A transactional call is in `execute` this turn (confirmed, or needing none).
+    Executing,
+    /// The person refused; the pending call was dropped.
+    Cancelled,
+    /// The selected transactional call was refused by policy.
+    Blocked,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::None => "NONE",
+            Status::AwaitingConfirmation => "AWAITING_CONFIRMATION",
+            Status::Executing => "EXECUTING",
+            Status::Cancelled => "CANCELLED",
+            Status::Blocked => "BLOCKED",
+        }
+    }
+    fn parse(s: &str) -> Option<Self> {
+        [Status::None, Status::AwaitingConfirmation, Status::Executing, Status::Cancelled, Status::Blocked]
+            .into_iter()
+            .find(|st| st.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: Map<String, Value>,
+}
+
+impl ToolCall {
+    fn write(&self, out: &mut String) {
+        out.push_str("{\"name\":");
+        write_str(out, &self.name);
+        out.push_str(",\"arguments\":");
+        json::write_canonical(out, &Value::Object(self.arguments.clone()));
+        out.push('}');
+    }
+}
+
+/// What the host keeps between turns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnState {
+    pub status: Status,
+    pub pending: Option<ToolCall>,
+}
+
+/// One turn's input: the context, the calls the agent proposes, and whether
+/// the person confirmed (`true`), refused (`false`) or said neither (`null`).
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    pub context: Context,
+    pub calls: Vec<ToolCall>,
+    pub user_confirmed: Option<bool>,
+}
+
+const STATE_KEYS: &[&str] = &[
+    "transaction_status",
+    "pending_tool_call",
+    "available_mcp_tools",
+    "selected_tool_call",
+    "tool_policy_result",
+    "confirmation_required",
+    "confirmation_received",
+    "execute",
+    "results",
+];
+
+fn state_problem(message: impl Into<String>) -> Problem {
+    Problem::new(ProblemCode::InvalidValue, Origin::State, message)
+}
+
+fn input_problem(message: impl Into<String>) -> Problem {
+    Problem::new(ProblemCode::InvalidValue, Origin::Input, message)
+}
+
+fn parse_json(text: &str, origin: Origin) -> Result<Value, Problem> {
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    json::parse_strict(text.as_bytes()).map_err(|e| {
+        Problem::new(ProblemCode::Syntax, origin, crate::catalog::json_error_message(&e)).at(e.line() as u64, e.column() as u64)
+    })
+}
+
+fn tool_call(value: &Value, origin: Origin, what: &str) -> Result<ToolCall, Problem> {
+    let text = serde_json::to_vec(value).map_err(|e| Problem::new(ProblemCode::InvalidValue, origin, e.to_string()))?;
+    let call = parse_call(&text).map_err(|(_, why)| Problem::new(ProblemCode::InvalidValue, origin, format!("{what}: {why}")))?;
+    let arguments = match call.arguments {
+        None => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(Problem::new(ProblemCode::InvalidValue, origin, format!("{what}: `arguments` must be an object"))),
+    };
+    Ok(ToolCall { name: call.name, arguments })
+}
+
+impl TurnState {
+    pub fn parse(text: &str) -> Result<TurnState, Problem> {
+        let value = parse_json(text, Origin::State)?;
+        let map = match &value {
+            Value::Null => return Ok(TurnState { status: Status::None, pending: None }),
+            Value::Object(map) => map,
+            _ => return Err(state_problem("the state must be a JSON object (or empty for a new conversation)")),
+        };
+        if let Some(key) = map.keys().find(|k| !STATE_KEYS.contains(&k.as_str())) {
+            return Err(Problem::new(
+                ProblemCode::UnknownKey,
+                Origin::State,
+                format!("unknown state key `{}`", json::truncate_for_message(key)),
+            ));
+        }
+        let status = match map.get("transaction_status") {
+            None | Some(Value::Null) => Status::None,
+            Some(Value::String(s)) => Status::parse(s).ok_or_else(|| state_problem("unknown `transaction_status`"))?,
+            Some(_) => return Err(state_problem("`transaction_status` must be a string")),
+        };
+        let pending = match map.get("pending_tool_call") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(tool_call(v, Origin::State, "pending_tool_call")?),
+        };
+        if (status == Status::AwaitingConfirmation) != pending.is_some() {
+            return Err(state_problem("`pending_tool_call` is set exactly when `transaction_status` is AWAITING_CONFIRMATION"));
+        }
+        Ok(TurnState { status, pending })
+    }
+}
+
+impl TurnInput {
+    pub fn parse(text: &str) -> Result<TurnInput, Problem> {
+        let value = parse_json(text, Origin::Input)?;
+        let Value::Object(map) = &value else {
+            return Err(input_problem("the turn input must be a JSON object with `calls`"));
+        };
+        let mut input = TurnInput { context: Context::default(), calls: Vec::new(), user_confirmed: None };
+        for (key, value) in map {
+            match key.as_str() {
+                "context" => input.context = Context::from_value(value)?,
+                "calls" => match value {
+                    Value::Null => {}
+                    Value::Array(items) => {
+                        for (i, item) in items.iter().enumerate() {
+                            input.calls.push(tool_call(item, Origin::Input, &format!("calls[{i}]"))?);
+                        }
+                    }
+                    _ => return Err(input_problem("`calls` must be an array of {name, arguments}")),
+                },
+                "user_confirmed" => {
+                    input.user_confirmed = match value {
+                        Value::Null => None,
+                        Value::Bool(b) => Some(*b),
+                        _ => return Err(input_problem("`user_confirmed` must be true, false or null")),
+                    }
+                }
+                _ => {
+                    return Err(Problem::new(
+                        ProblemCode::UnknownKey,
+                        Origin::Input,
+                        format!("unknown turn input key `{}`; expected context, calls, user_confirmed", json::truncate_for_message(key)),
+                    ));
+                }
+            }
+        }
+        Ok(input)
+    }
+}
+
+enum Action {
+    Execute,
+    AwaitConfirmation,
+    Refused,
+    /// The same call as the one confirmed this turn: it runs once.
+    AlreadySelected,
+}
+
+impl Action {
+    fn as_str(&self) -> &'static str {
+        match self {
+            Action::Execute => "execute",
+            Action::AwaitConfirmation => "await_confirmation",
+            Action::Refused => "refused",
+            Action::AlreadySelected => "already_selected",
+        }
+    }
+}
+
+impl Rules {
+    pub fn turn_json(&self, state: &str, input: &str) -> Result<String, Problem> {
+        let state = TurnState::parse(state)?;
+        let input = TurnInput::parse(input)?;
+        Ok(self.turn(&state, &input))
+    }
+
+    fn evaluate_map(&self, call: &ToolCall, ctx: &Context) -> Decision {
+        let args = Value::Object(call.arguments.clone());
+        self.evaluate(&call.name, Some(&args), ctx)
+    }
+
+    /// One turn. Read-only calls that pass run; at most one transactional
+    /// call is selected; one that needs confirmation waits for the person.
+    /// Confirmation comes only from `user_confirmed`: engine fields the model
+    /// wrote into a proposed call are removed first, so it cannot self-confirm.
+    pub fn turn(&self, state: &TurnState, input: &TurnInput) -> String {
+        let ctx = &input.context;
+        let mut status = Status::None;
+        let mut pending: Option<ToolCall> = None;
+        let mut selected: Option<(ToolCall, Decision)> = None;
+        let mut confirmation_required = false;
+        let mut confirmation_received = false;
+        let mut execute: Vec<ToolCall> = Vec::new();
+        let mut results: Vec<(String, Action, Decision)> = Vec::new();
+        let mut slot_taken = false;
+        let mut confirmed_call: Option<ToolCall> = None;
+
+        if let Some(waiting) = &state.pending {
+            match input.user_confirmed {
+                Some(true) => {
+                    let mut with_confirmation = waiting.clone();
+                    with_confirmation.arguments.insert("confirmed".into(), Value::Bool(true));
+                    let decision = self.evaluate_map(&with_confirmation, ctx);
+                    confirmation_required = true;
+                    confirmation_received = true;
+                    slot_taken = true;
+                    if decision.ok {
+                        execute.push(self.forwardable(waiting, true));
+                        status = Status::Executing;
+                    } else {
+                        status = Status::Blocked;
+                    }
+                    confirmed_call = Some(waiting.clone());
+                    selected = Some((waiting.clone(), decision));
+                }
+                Some(false) => status = Status::Cancelled,
+                None => {
+                    let decision = self.evaluate_map(waiting, ctx);
+                    status = Status::AwaitingConfirmation;
+                    pending = Some(waiting.clone());
+                    confirmation_required = true;
+                    selected = Some((waiting.clone(), decision));
+                }
+            }
+        }
+
+        for proposed in &input.calls {
+            let mut call = proposed.clone();
+            for f in CONFIRMATION_FIELDS {
+                call.arguments.remove(f);
+            }
+            let decision = self.evaluate_map(&call, ctx);
+            let transactional = self
+                .tool(&call.name)
+                .is_some_and(|t| t.class.operation_type == OperationType::Transactional);
+            if !transactional || decision.code == Some(Code::NotFound) {
+                let action = if decision.ok {
+                    execute.push(self.forwardable(&call, false));
+                    Action::Execute
+                } else {
+                    Action::Refused
+                };
+                results.push((call.name.clone(), action, decision));
+                continue;
+            }
+            if confirmed_call.as_ref() == Some(&call) {
+                results.push((call.name.clone(), Action::AlreadySelected, decision));
+                continue;
+            }
+            if slot_taken {
+                let tool_decision = self.transaction_limit(&call, ctx);
+                results.push((call.name.clone(), Action::Refused, tool_decision));
+                continue;
+            }
+            slot_taken = true;
+            // A new transactional proposal replaces an unconfirmed pending
+            // one: a different call needs its own confirmation.
+            pending = None;
+            confirmation_required = false;
+            let action = if decision.ok {
+                execute.push(self.forwardable(&call, false));
+                status = Status::Executing;
+                Action::Execute
+            } else if decision.code == Some(Code::ConfirmationRequired) {
+                status = Status::AwaitingConfirmation;
+                pending = Some(call.clone());
+                confirmation_required = true;
+                Action::AwaitConfirmation
+            } else {
+                status = Status::Blocked;
+                Action::Refused
+            };
+            results.push((call.name.clone(), action, decision.clone()));
+            selected = Some((call, decision));
+        }
+
+        let mut out = String::with_capacity(1024);
+        out.push_str("{\"transaction_status\":\"");
+        out.push_str(status.as_str());
+        out.push_str("\",\"pending_tool_call\":");
+        match &pending {
+            Some(call) => call.write(&mut out),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"available_mcp_tools\":[");
+        for (i, name) in self.listed_names(ctx).into_iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_str(&mut out, name);
+        }
+        out.push_str("],\"selected_tool_call\":");
+        match &selected {
+            Some((call, _)) => call.write(&mut out),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"tool_policy_result\":");
+        match &selected {
+            Some((_, decision)) => out.push_str(&decision.json),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"confirmation_required\":");
+        write_bool(&mut out, confirmation_required);
+        out.push_str(",\"confirmation_received\":");
+        write_bool(&mut out, confirmation_received);
+        out.push_str(",\"execute\":[");
+        for (i, call) in execute.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            call.write(&mut out);
+        }
+        out.push_str("],\"results\":[");
+        for (i, (name, action, decision)) in results.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"name\":");
+            write_str(&mut out, name);
+            out.push_str(",\"action\":\"");
+            out.push_str(action.as_str());
+            out.push_str("\",\"decision\":");
+            out.push_str(&decision.json);
+            out.push('}');
+        }
+        out.push_str("]}");
+        out
+    }
+
+    /// The call as the server receives it: engine fields removed, and, for a
+    /// confirmed call, the confirmation field the tool's schema declares.
+    fn forwardable(&self, call: &ToolCall, confirmed: bool) -> ToolCall {
+        let mut out = call.clone();
+        for f in CONFIRMATION_FIELDS {
+            out.arguments.remove(f);
+        }
+        if confirmed {
+            let strip = self.strip_fields(&call.name);
+            if let Some(field) = CONFIRMATION_FIELDS.into_iter().find(|f| !strip.contains(f)) {
+                out.arguments.insert(field.to_owned(), Value::Bool(true));
+            }
+        }
+        out
+    }
+
+    fn transaction_limit(&self, call: &ToolCall, ctx: &Context) -> Decision {
+        let denial = Denial::new(Code::TransactionLimit);
+        match self.tool(&call.name) {
+            Some(tool) => decision::about_tool(
+                &tool.name_json,
+                &tool.class,
+                tool.class.confirmation_required,
+                false,
+                Some(&denial),
+                self.revision(),
+            ),
+            None => self.evaluate_map(call, ctx),
+        }
+    }
+}

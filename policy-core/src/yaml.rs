@@ -1,0 +1,339 @@
+//! YAML into a small tree that remembers where every value and key came from.
+//!
+//! Typed deserialization (`#[derive(Deserialize)]`) would let a quoted `"true"`
+//! become a boolean; reading the untyped tree first keeps the YAML's own types,
+//! and converting it by hand gives every error a line and column. The parser
+//! (serde-saphyr, no unsafe) enforces the budgets below: alias bombs, deep
+//! nesting and huge documents stop with an error, not with the host's memory.
+
+use crate::error::{Origin, Problem, ProblemCode};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+use serde_saphyr::Spanned;
+use std::fmt;
+
+/// Largest YAML document accepted, in bytes.
+pub const MAX_YAML_BYTES: usize = 8 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub value: NodeValue,
+    pub line: u64,
+    pub column: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeValue {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    Str(String),
+    Seq(Vec<Node>),
+    Map(Vec<(Key, Node)>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Key {
+    pub name: String,
+    pub line: u64,
+    pub column: u64,
+}
+
+impl Node {
+    pub fn kind(&self) -> &'static str {
+        match self.value {
+            NodeValue::Null => "null",
+            NodeValue::Bool(_) => "a boolean",
+            NodeValue::Number(_) => "a number",
+            NodeValue::Str(_) => "a string",
+            NodeValue::Seq(_) => "a list",
+            NodeValue::Map(_) => "a mapping",
+        }
+    }
+
+    /// The same value as JSON (for schemas written in YAML).
+    pub fn to_json(&self) -> Value {
+        match &self.value {
+            NodeValue::Null => Value::Null,
+            NodeValue::Bool(b) => Value::Bool(*b),
+            NodeValue::Number(n) => Value::Number(n.clone()),
+            NodeValue::Str(s) => Value::String(s.clone()),
+            NodeValue::Seq(items) => Value::Array(items.iter().map(Node::to_json).collect()),
+            NodeValue::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.name.clone(), v.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+fn options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_reader_input_bytes = Some(MAX_YAML_BYTES);
+    budget.max_depth = 48;
+    budget.max_aliases = 1_000;
+    budget.max_anchors = 1_000;
+    budget.max_nodes = 200_000;
+    budget.max_events = 400_000;
+    budget.max_documents = 1;
+    budget.max_total_scalar_bytes = MAX_YAML_BYTES;
+    budget.max_recorded_anchor_events = 20_000;
+    budget.max_recorded_anchor_bytes = 1024 * 1024;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.strict_booleans = true;
+    options.with_snippet = false;
+    options
+}
+
+/// Parses one YAML document. An empty document is `null`.
+pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
+    if text.len() > MAX_YAML_BYTES {
+        return Err(Problem::new(
+            ProblemCode::TooLarge,
+            origin,
+            format!("document is larger than {MAX_YAML_BYTES} bytes"),
+        ));
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim().is_empty() {
+        return Ok(Node {
+            value: NodeValue::Null,
+            line: 1,
+            column: 1,
+        });
+    }
+    let parsed: Result<Spanned<Raw>, _> = serde_saphyr::from_str_with_options(text, options());
+    match parsed {
+        Ok(spanned) => Ok(Node {
+            value: spanned.value.0,
+            line: spanned.referenced.line(),
+            column: spanned.referenced.column(),
+        }),
+        Err(err) => {
+            let (line, column) = err
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((0, 0));
+            Err(Problem::new(ProblemCode::Syntax, origin, first_line(&err.to_string())).at(line, column))
+        }
+    }
+}
+
+/// serde-saphyr's message starts with `error: line L column C: `; the
+/// position is reported separately, so keep only the message itself.
+fn first_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or(message);
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    match line.split_once(": ") {
+        Some((head, rest)) if head.starts_with("line ") => rest.to_owned(),
+        _ => line.to_owned(),
+    }
+}
+
+struct Raw(NodeValue);
+
+impl<'de> Deserialize<'de> for Raw {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RawVisitor).map(Raw)
+    }
+}
+
+struct RawVisitor;
+
+impl<'de> Visitor<'de> for RawVisitor {
+    type Value = NodeValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<NodeValue, E> {
+        Ok(NodeValue::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<NodeValue, E> {
+        Ok(NodeValue::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<NodeValue, E> {
+        Ok(NodeValue::Number(v.into()))
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<NodeValue, E> {
+        i64::try_from(v)
+            .map(|n| NodeValue::Number(n.into()))
+            .map_err(|_| E::custom("integer out of range"))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<NodeValue, E> {
+        u64::try_from(v)
+            .map(|n| NodeValue::Number(n.into()))
+            .map_err(|_| E::custom("integer out of range"))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<NodeValue, E> {
+        serde_json::Number::from_f64(v)
+            .map(NodeValue::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<NodeValue, E> {
+        Ok(NodeValue::Str(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<NodeValue, E> {
+        Ok(NodeValue::Str(v))
+    }
+    fn visit_unit<E>(self) -> Result<NodeValue, E> {
+        Ok(NodeValue::Null)
+    }
+    fn visit_none<E>(self) -> Result<NodeValue, E> {
+        Ok(NodeValue::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<NodeValue, D::Error> {
+        d.deserialize_any(RawVisitor)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NodeValue, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Spanned<Raw>>()? {
+            items.push(Node {
+                value: item.value.0,
+                line: item.referenced.line(),
+                column: item.referenced.column(),
+            });
+        }
+        Ok(NodeValue::Seq(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NodeValue, A::Error> {
+        let mut entries: Vec<(Key, Node)> = Vec::new();
+        while let Some(key) = map.next_key::<Spanned<String>>()? {
+            let value: Spanned<Raw> = map.next_value()?;
+            if entries.iter().any(|(k, _)| k.name == key.value) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate key `{}`",
+                    crate::json::truncate_for_message(&key.value)
+                )));
+            }
+            entries.push((
+                Key {
+                    name: key.value,
+                    line: key.referenced.line(),
+                    column: key.referenced.column(),
+                },
+                Node {
+                    value: value.value.0,
+                    line: value.referenced.line(),
+                    column: value.referenced.column(),
+                },
+            ));
+        }
+        Ok(NodeValue::Map(entries))
+    }
+}
+
+/// Reading helpers that turn a wrong shape into a positioned problem.
+#[derive(Debug)]
+pub struct Reader {
+    pub origin: Origin,
+}
+
+impl Reader {
+    pub fn error(&self, node_line: u64, node_column: u64, code: ProblemCode, message: impl Into<String>) -> Problem {
+        Problem::new(code, self.origin, message).at(node_line, node_column)
+    }
+
+    pub fn wrong_type(&self, node: &Node, what: &str, expected: &str) -> Problem {
+        self.error(
+            node.line,
+            node.column,
+            ProblemCode::InvalidValue,
+            format!("`{what}` must be {expected}, found {}", node.kind()),
+        )
+    }
+
+    pub fn map<'a>(&self, node: &'a Node, what: &str) -> Result<&'a [(Key, Node)], Problem> {
+        match &node.value {
+            NodeValue::Map(entries) => Ok(entries),
+            _ => Err(self.wrong_type(node, what, "a mapping")),
+        }
+    }
+
+    pub fn bool(&self, node: &Node, what: &str) -> Result<bool, Problem> {
+        match node.value {
+            NodeValue::Bool(b) => Ok(b),
+            _ => Err(self.wrong_type(node, what, "true or false (unquoted)")),
+        }
+    }
+
+    pub fn string<'a>(&self, node: &'a Node, what: &str) -> Result<&'a str, Problem> {
+        match &node.value {
+            NodeValue::Str(s) => Ok(s),
+            _ => Err(self.wrong_type(node, what, "a string")),
+        }
+    }
+
+    pub fn string_list(&self, node: &Node, what: &str) -> Result<Vec<String>, Problem> {
+        let NodeValue::Seq(items) = &node.value else {
+            return Err(self.wrong_type(node, what, "a list of strings"));
+        };
+        let mut out: Vec<String> = Vec::with_capacity(items.len());
+        for item in items {
+            let s = self.string(item, what)?;
+            if s.is_empty() {
+                return Err(self.error(item.line, item.column, ProblemCode::InvalidValue, format!("`{what}` entries must not be empty")));
+            }
+            if out.iter().any(|o| o == s) {
+                return Err(self.error(
+                    item.line,
+                    item.column,
+                    ProblemCode::Duplicate,
+                    format!("`{}` is listed twice in `{what}`", crate::json::truncate_for_message(s)),
+                ));
+            }
+            out.push(s.to_owned());
+        }
+        Ok(out)
+    }
+
+    pub fn unknown_key(&self, key: &Key, expected: &[&str]) -> Problem {
+        self.error(
+            key.line,
+            key.column,
+            ProblemCode::UnknownKey,
+            format!(
+                "unknown key `{}`; expected one of: {}",
+                crate::json::truncate_for_message(&key.name),
+                expected.join(", ")
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_true_stays_a_string() {
+        let node = parse("a: \"true\"\nb: true\n", Origin::Policy).unwrap_or_else(|e| unreachable!("{e}"));
+        let NodeValue::Map(entries) = node.value else { unreachable!() };
+        assert_eq!(entries[0].1.value, NodeValue::Str("true".into()));
+        assert_eq!(entries[1].1.value, NodeValue::Bool(true));
+        assert_eq!((entries[1].0.line, entries[1].0.column), (2, 1));
+    }
+
+    #[test]
+    fn duplicate_keys_and_alias_bombs_are_errors_with_positions() {
+        let dup = parse("a: 1\na: 2\n", Origin::Policy).err().unwrap_or_else(|| unreachable!());
+        assert_eq!(dup.line, 2);
+        let mut bomb = String::from("a: &a [x,x,x,x,x,x,x,x,x,x]\n");
+        for i in 1..12 {
+            bomb.push_str(&format!("a{i}: &a{i} [{}]\n", vec![if i == 1 { "*a".to_string() } else { format!("*a{}", i - 1) }; 10].join(",")));
+        }
+        let err = parse(&bomb, Origin::Policy).err().unwrap_or_else(|| unreachable!());
+        assert_eq!(err.code, ProblemCode::Syntax);
+        assert!(err.line > 0);
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let deep = format!("a: {}{}\n", "[".repeat(100), "]".repeat(100));
+        let err = parse(&deep, Origin::Policy).err().unwrap_or_else(|| unreachable!());
+        assert!(err.line > 0 && err.column > 0, "{err}");
+    }
+}
