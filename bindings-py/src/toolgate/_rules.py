@@ -1,0 +1,298 @@
+"""`RuleSet`: a loaded policy + catalog, deciding calls through the component."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import _runtime
+from ._faults import FAULTS, MAX_INPUT_BYTES
+from ._types import (
+    ContextLike,
+    Decision,
+    Finding,
+    Problem,
+    ToolCall,
+    TurnState,
+    context_json,
+    dumps,
+)
+
+POLICY_ENV = "TOOL_POLICIES_PATH"
+
+
+class ToolgateError(Exception):
+    """Base error. ``code`` is stable (``POLICY_UNKNOWN_KEY``, ``ENGINE_TRAP``, ...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+
+
+class ProblemError(ToolgateError):
+    """The component refused an input; ``problem`` says where and why."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.code, problem.message)
+        self.problem = problem
+
+    @property
+    def origin(self) -> str:
+        return self.problem.origin
+
+    @property
+    def line(self) -> int:
+        return self.problem.line
+
+    @property
+    def column(self) -> int:
+        return self.problem.column
+
+
+class LoadError(ProblemError):
+    """The policy or catalog could not be loaded (``origin`` says which)."""
+
+
+class EngineFault(ToolgateError):
+    """The component could not answer (trap, fuel, size limit, wrong contract).
+
+    ``evaluate`` never raises this: it returns the fault's deny decision."""
+
+
+def _problem(record: Any) -> Problem:
+    return Problem(
+        code=record.code,
+        message=record.message,
+        origin=record.origin,
+        path=record.path,
+        line=record.line,
+        column=record.column,
+    )
+
+
+def _call_bytes(call: Any, arguments: Mapping[str, Any] | None) -> bytes:
+    if isinstance(call, (bytes, bytearray, memoryview)):
+        return bytes(call)
+    if isinstance(call, str):
+        if arguments is None and call.lstrip().startswith("{"):
+            return call.encode("utf-8")
+        return dumps({"name": call, "arguments": dict(arguments or {})}).encode("utf-8")
+    if isinstance(call, ToolCall):
+        return dumps(call.to_dict()).encode("utf-8")
+    return dumps(dict(call)).encode("utf-8")
+
+
+def _too_large(text: str) -> bool:
+    # A str has at most 4 UTF-8 bytes per code point: encode only when needed.
+    return len(text) > MAX_INPUT_BYTES // 4 and len(text.encode("utf-8")) > MAX_INPUT_BYTES
+
+
+class RuleSet:
+    """Policy and catalog, loaded once into the component; immutable.
+
+    Thread-safe (calls on one rule set are serialized). A trap poisons only the
+    instance: the next call re-instantiates the component and reloads the same
+    texts, so service goes on.
+    """
+
+    def __init__(
+        self,
+        *,
+        catalog: str,
+        policy: str | None = None,
+        call_fuel: int = _runtime.DEFAULT_CALL_FUEL,
+        load_fuel: int = _runtime.DEFAULT_LOAD_FUEL,
+        memory_limit: int | None = None,
+    ) -> None:
+        self._catalog = catalog
+        self._policy = policy
+        self.call_fuel = call_fuel
+        self.load_fuel = load_fuel
+        self.memory_limit = memory_limit
+        self._lock = threading.Lock()
+        self._inst: _runtime.Instance | None = None
+        self._handle: Any = None
+        self._revision: str | None = None
+        with self._lock:
+            self._instantiate()
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def load(cls, *, catalog: str, policy: str | None = None, **options: Any) -> RuleSet:
+        """Loads rules from text. ``policy=None`` is legacy behaviour (SPEC §1).
+
+        Raises :class:`LoadError` with the problem's code, line and column."""
+        return cls(catalog=catalog, policy=policy, **options)
+
+    @classmethod
+    def from_files(
+        cls, catalog: str | os.PathLike[str], policy: str | os.PathLike[str] | None = None, **options: Any
+    ) -> RuleSet:
+        catalog_text = Path(catalog).read_text(encoding="utf-8")
+        policy_text = Path(policy).read_text(encoding="utf-8") if policy is not None else None
+        return cls(catalog=catalog_text, policy=policy_text, **options)
+
+    @classmethod
+    def from_env(cls, catalog: str | os.PathLike[str], *, env: Mapping[str, str] | None = None, **options: Any) -> RuleSet:
+        """Catalog from ``catalog``; policy from ``TOOL_POLICIES_PATH`` when set
+        and non-empty, else legacy behaviour (the seed framework's rule)."""
+        environ = os.environ if env is None else env
+        policy = environ.get(POLICY_ENV) or None
+        return cls.from_files(catalog, policy, **options)
+
+    # -- the instance ---------------------------------------------------------
+
+    def _instantiate(self) -> None:
+        rt = _runtime.runtime()
+        inst = _runtime.Instance(rt)
+        if self.memory_limit is not None:
+            inst.store.set_limits(memory_size=self.memory_limit)
+        try:
+            version = inst.call("contract-version")
+        except _runtime.Trap as trap:
+            raise EngineFault(trap.code, f"the policy engine failed on contract-version: {trap.detail}") from None
+        if version != _runtime.CONTRACT_VERSION:
+            raise EngineFault(
+                "CONTRACT_MISMATCH",
+                f"the component implements toolgate:policy {version}, this package needs {_runtime.CONTRACT_VERSION}",
+            )
+        try:
+            result = inst.call("[static]rule-set.load", self._policy, self._catalog, fuel=self.load_fuel)
+        except _runtime.Trap as trap:
+            raise EngineFault(trap.code, f"the policy engine failed while loading the rules: {trap.detail}") from None
+        if not isinstance(result, _runtime.wc.ResourceAny):
+            raise LoadError(_problem(result))
+        self._inst = inst
+        self._handle = result
+
+    def _call(self, name: str, *args: Any) -> Any:
+        """Calls a method; re-instantiates after a trap. Raises `_runtime.Trap`."""
+        if self._inst is None or self._inst.poisoned:
+            self._inst = None
+            try:
+                self._instantiate()
+            except EngineFault as fault:
+                raise _runtime.Trap(fault.code, fault.message) from None
+        assert self._inst is not None
+        return self._inst.call(name, self._handle, *args, fuel=self.call_fuel)
+
+    # -- the contract -------------------------------------------------------
+
+    def evaluate_json(self, call: bytes, context: str = '{"surface":"confirming"}') -> str:
+        """The raw contract: call bytes and context JSON in, decision bytes out.
+        Never raises for a fault: a fault is its own deny decision."""
+        if len(call) > MAX_INPUT_BYTES or _too_large(context):
+            return FAULTS["INPUT_TOO_LARGE"]
+        with self._lock:
+            try:
+                return self._call("[method]rule-set.evaluate", call, context)  # type: ignore[no-any-return]
+            except _runtime.Trap as trap:
+                return FAULTS.get(trap.code, FAULTS["ENGINE_TRAP"])
+
+    def evaluate(
+        self,
+        call: str | bytes | Mapping[str, Any] | ToolCall,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        context: ContextLike = None,
+    ) -> Decision:
+        """Decides one ``tools/call``.
+
+        ``call`` is a tool name (with ``arguments``), a ``{"name", "arguments"}``
+        mapping, a :class:`ToolCall`, or the call's raw JSON bytes."""
+        return Decision.from_json(self.evaluate_json(_call_bytes(call, arguments), context_json(context)))
+
+    def list_exposable_json(self, context: str = '{"surface":"confirming"}') -> str:
+        if _too_large(context):
+            raise EngineFault("INPUT_TOO_LARGE", "the context is larger than this host accepts")
+        with self._lock:
+            result = self._checked("[method]rule-set.list-exposable", context)
+        return result
+
+    def list_exposable(self, context: ContextLike = None) -> list[dict[str, Any]]:
+        """The ``tools/list`` entries this context may see (sorted by name)."""
+        return json.loads(self.list_exposable_json(context_json(context)))["tools"]  # type: ignore[no-any-return]
+
+    def turn_json(self, state: str, input: str) -> str:
+        if _too_large(state) or _too_large(input):
+            raise EngineFault("INPUT_TOO_LARGE", "the turn state or input is larger than this host accepts")
+        with self._lock:
+            return self._checked("[method]rule-set.turn", state, input)
+
+    def turn(
+        self,
+        state: Mapping[str, Any] | str | TurnState | None,
+        calls: Iterable[Mapping[str, Any] | ToolCall] = (),
+        *,
+        user_confirmed: bool | None = None,
+        context: ContextLike = None,
+    ) -> TurnState:
+        """One turn of the transactional runtime (SPEC §6).
+
+        ``state`` is the previous turn's state (a dict, its JSON, a
+        :class:`TurnState`) or ``None`` for a new conversation."""
+        if state is None:
+            state_text = ""
+        elif isinstance(state, TurnState):
+            state_text = state.json
+        elif isinstance(state, str):
+            state_text = state
+        else:
+            state_text = dumps(dict(state))
+        ctx = json.loads(context_json(context))
+        payload = {
+            "context": ctx,
+            "calls": [c.to_dict() if isinstance(c, ToolCall) else dict(c) for c in calls],
+            "user_confirmed": user_confirmed,
+        }
+        return TurnState.from_json(self.turn_json(state_text, dumps(payload)))
+
+    def _checked(self, name: str, *args: Any) -> str:
+        try:
+            result = self._call(name, *args)
+        except _runtime.Trap as trap:
+            raise EngineFault(trap.code, f"the policy engine could not answer: {trap.detail}") from None
+        if isinstance(result, str):
+            return result
+        raise ProblemError(_problem(result))
+
+    @property
+    def revision(self) -> str:
+        """The ``policy_revision`` every decision carries."""
+        if self._revision is None:
+            with self._lock:
+                self._revision = self._plain("[method]rule-set.revision")
+        return self._revision
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Lints on the loaded rules."""
+        with self._lock:
+            records = self._plain("[method]rule-set.findings")
+        return [Finding(severity=r.severity, problem=_problem(r.problem)) for r in records]
+
+    def strip_fields(self, tool: str) -> list[str]:
+        """Engine fields to remove from ``tool``'s arguments before forwarding."""
+        with self._lock:
+            return list(self._plain("[method]rule-set.strip-fields", tool))
+
+    def _plain(self, name: str, *args: Any) -> Any:
+        try:
+            return self._call(name, *args)
+        except _runtime.Trap as trap:
+            raise EngineFault(trap.code, f"the policy engine could not answer: {trap.detail}") from None
+
+    def __repr__(self) -> str:
+        return f"<toolgate.RuleSet policy={'yes' if self._policy is not None else 'legacy'} revision={self._revision or '?'}>"
+
+
+def contract_version() -> str:
+    """The component's contract version (``0.1.0``)."""
+    inst = _runtime.Instance(_runtime.runtime())
+    return inst.call("contract-version")  # type: ignore[no-any-return]

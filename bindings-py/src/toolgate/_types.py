@@ -1,0 +1,241 @@
+"""Typed views of what the component returns. Each keeps the exact bytes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Surface = Literal["confirming", "direct"]
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _object_spans(text: str, start: int) -> tuple[dict[str, tuple[int, int]], int]:
+    """The raw span of each member value of the compact JSON object at `start`."""
+    spans: dict[str, tuple[int, int]] = {}
+    i = start + 1
+    if text[i] == "}":
+        return spans, i + 1
+    while True:
+        key, i = _DECODER.raw_decode(text, i)
+        i += 1  # ':'
+        _, end = _DECODER.raw_decode(text, i)
+        spans[key] = (i, end)
+        i = end + 1
+        if text[end] == "}":
+            return spans, i
+
+
+def _array_spans(text: str, start: int) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    i = start + 1
+    if text[i] == "]":
+        return spans
+    while True:
+        _, end = _DECODER.raw_decode(text, i)
+        spans.append((i, end))
+        if text[end] == "]":
+            return spans
+        i = end + 1
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, UTF-8 kept as is (the engine parses it; formatting is free)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who is calling (SPEC §1): the surface, granted scopes, the route's allowlist.
+
+    ``None`` means "no check" for ``scopes`` and ``allowed_tools``; an empty
+    sequence grants nothing.
+    """
+
+    surface: Surface = "confirming"
+    scopes: Sequence[str] | None = None
+    allowed_tools: Sequence[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"surface": self.surface}
+        if self.scopes is not None:
+            out["scopes"] = list(self.scopes)
+        if self.allowed_tools is not None:
+            out["allowed_tools"] = list(self.allowed_tools)
+        return out
+
+    def to_json(self) -> str:
+        return dumps(self.to_dict())
+
+
+ContextLike = Context | Mapping[str, Any] | str | None
+
+
+def context_json(context: ContextLike) -> str:
+    if context is None:
+        return '{"surface":"confirming"}'
+    if isinstance(context, Context):
+        return context.to_json()
+    if isinstance(context, str):
+        return context
+    return dumps(dict(context))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why something could not be loaded or computed (WIT ``problem``)."""
+
+    code: str
+    message: str
+    origin: str
+    path: str = ""
+    line: int = 0
+    column: int = 0
+
+    def location(self, policy_file: str | None = None, catalog_file: str | None = None) -> str:
+        """``file:line:column`` (or ``file`` when there is no position)."""
+        name = {"policy": policy_file, "catalog": catalog_file}.get(self.origin) or self.origin
+        if self.line == 0:
+            return name
+        return f"{name}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A lint on loaded rules: ``severity`` is ``error`` or ``warning``."""
+
+    severity: str
+    problem: Problem
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision (SPEC §5). ``json`` holds the canonical bytes, verbatim."""
+
+    json: str
+    ok: bool
+    code: str | None
+    message: str | None
+    retryable: bool | None
+    outcome: str | None
+    tool: str | None
+    blocked_by_policy: bool
+    metadata: Mapping[str, Any] = field(repr=False)
+    error: Mapping[str, Any] | None = field(repr=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Decision:
+        data = json.loads(text)
+        error = data.get("error")
+        metadata = data.get("metadata") or {}
+        return cls(
+            json=text,
+            ok=bool(data.get("ok")),
+            code=error.get("code") if error else None,
+            message=error.get("message") if error else None,
+            retryable=error.get("retryable") if error else None,
+            outcome=error.get("outcome") if error else None,
+            tool=metadata.get("tool"),
+            blocked_by_policy=bool(metadata.get("blocked_by_policy")),
+            metadata=metadata,
+            error=error,
+        )
+
+    @property
+    def details(self) -> Any:
+        return self.error.get("details") if self.error else None
+
+    @property
+    def policy_revision(self) -> str | None:
+        return self.metadata.get("policy_revision")
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(self.json)
+
+    def __str__(self) -> str:
+        return self.json
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call as ``{"name", "arguments"}``."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": dict(self.arguments)}
+
+    @classmethod
+    def from_value(cls, value: Any) -> ToolCall | None:
+        if value is None:
+            return None
+        return cls(name=value["name"], arguments=value.get("arguments") or {})
+
+
+@dataclass(frozen=True)
+class TurnResultEntry:
+    """What the turn did with one proposed call."""
+
+    name: str
+    action: str  # execute | await_confirmation | refused | already_selected
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class TurnState:
+    """The state after one turn (SPEC §6). ``json`` is the engine's exact output;
+    persist ``as_dict()`` (or ``json``) and pass it back as the next turn's state."""
+
+    json: str = field(repr=False)
+    transaction_status: str
+    pending_tool_call: ToolCall | None
+    available_mcp_tools: tuple[str, ...]
+    selected_tool_call: ToolCall | None
+    tool_policy_result: Decision | None
+    confirmation_required: bool
+    confirmation_received: bool
+    execute: tuple[ToolCall, ...]
+    results: tuple[TurnResultEntry, ...]
+
+    @classmethod
+    def from_json(cls, text: str) -> TurnState:
+        data = json.loads(text)
+        # Decisions keep the engine's exact bytes: cut them out of the text.
+        top, _ = _object_spans(text, 0)
+        policy_span = top["tool_policy_result"]
+        policy = text[policy_span[0] : policy_span[1]]
+        decisions = []
+        for a, _b in _array_spans(text, top["results"][0]):
+            entry, _ = _object_spans(text, a)
+            d0, d1 = entry["decision"]
+            decisions.append(text[d0:d1])
+        return cls(
+            json=text,
+            transaction_status=data["transaction_status"],
+            pending_tool_call=ToolCall.from_value(data.get("pending_tool_call")),
+            available_mcp_tools=tuple(data.get("available_mcp_tools") or ()),
+            selected_tool_call=ToolCall.from_value(data.get("selected_tool_call")),
+            tool_policy_result=Decision.from_json(policy) if policy != "null" else None,
+            confirmation_required=bool(data.get("confirmation_required")),
+            confirmation_received=bool(data.get("confirmation_received")),
+            execute=tuple(ToolCall.from_value(c) for c in data.get("execute") or ()),  # type: ignore[misc]
+            results=tuple(
+                TurnResultEntry(r["name"], r["action"], Decision.from_json(raw))
+                for r, raw in zip(data.get("results") or (), decisions)
+            ),
+        )
+
+    @property
+    def awaiting_confirmation(self) -> bool:
+        return self.transaction_status == "AWAITING_CONFIRMATION"
+
+    def as_dict(self) -> dict[str, Any]:
+        """A plain dict of the state, for the app to persist."""
+        return json.loads(self.json)
