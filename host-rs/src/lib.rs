@@ -1,1 +1,497 @@
-//! placeholder
+//! toolgate's Rust SDK: the policy component on wasmtime.
+//!
+//! Load once, evaluate many. An [`Engine`] compiles the component once (or
+//! loads a precompiled artifact); each [`RuleSet`] is one instance holding one
+//! loaded policy + catalog. Every call runs under a fuel budget and a memory
+//! cap; a trap or an exhausted limit is a deny with its own code (never an
+//! allow), and the rule set re-instantiates itself so the next call is served.
+//!
+//! ```no_run
+//! let engine = toolgate::Engine::new()?;
+//! let rules = engine.load(None, r#"{"tools":[{"name":"lookup","annotations":{"readOnlyHint":true}}]}"#)?;
+//! let decision = rules.evaluate(br#"{"name":"lookup","arguments":{}}"#, &toolgate::Context::default());
+//! assert!(decision.ok);
+//! # Ok::<(), toolgate::Error>(())
+//! ```
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "toolgate",
+    });
+}
+
+use bindings::exports::toolgate::policy::engine::Problem as WitProblem;
+use serde::Serialize;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use wasmtime::component::{Component, Linker, ResourceAny};
+use wasmtime::{ResourceLimiter, Store, Trap};
+
+/// The component built from this workspace, embedded at build time.
+pub static COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.wasm"));
+
+/// The WIT contract version this host speaks; checked against the component.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// The host-built decisions for faults, byte for byte as every host builds
+/// them (`tests/vectors/host-faults.json`).
+pub mod faults {
+    pub const ENGINE_TRAP: &str = r#"{"ok":false,"error":{"code":"ENGINE_TRAP","message":"The policy engine failed on this call; it was not allowed. Report it if it repeats.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
+    pub const ENGINE_LIMIT: &str = r#"{"ok":false,"error":{"code":"ENGINE_LIMIT","message":"The policy engine ran out of its time budget on this call; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
+    pub const ENGINE_OUT_OF_MEMORY: &str = r#"{"ok":false,"error":{"code":"ENGINE_OUT_OF_MEMORY","message":"The policy engine ran out of memory on this call; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
+    pub const INPUT_TOO_LARGE: &str = r#"{"ok":false,"error":{"code":"INPUT_TOO_LARGE","message":"The call is larger than this host accepts; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
+}
+
+/// Errors of the SDK. Every variant has a stable code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The policy or catalog was refused by the engine.
+    Load(Problem),
+    /// The context, turn state or turn input was refused by the engine.
+    Invalid(Problem),
+    /// The component could not be compiled or instantiated, or speaks
+    /// another contract version.
+    Component(String),
+    /// The engine trapped or hit a limit; `code` is a fault code.
+    Fault { code: &'static str },
+    /// An input over the host's size limit.
+    TooLarge,
+}
+
+impl Error {
+    pub fn code(&self) -> String {
+        match self {
+            Error::Load(p) | Error::Invalid(p) => p.code.clone(),
+            Error::Component(_) => "COMPONENT_INVALID".into(),
+            Error::Fault { code } => (*code).into(),
+            Error::TooLarge => "INPUT_TOO_LARGE".into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Load(p) | Error::Invalid(p) => write!(f, "{p}"),
+            Error::Component(why) => write!(f, "the policy component is unusable: {why}"),
+            Error::Fault { code } => write!(f, "the policy engine failed ({code})"),
+            Error::TooLarge => write!(f, "input larger than the host accepts (INPUT_TOO_LARGE)"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A problem reported by the engine, with its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub code: String,
+    pub message: String,
+    /// `policy`, `catalog`, `context`, `state` or `input`.
+    pub origin: String,
+    pub path: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl From<WitProblem> for Problem {
+    fn from(p: WitProblem) -> Self {
+        Problem { code: p.code, message: p.message, origin: p.origin, path: p.path, line: p.line, column: p.column }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "{}:{}: ", self.line, self.column)?;
+        }
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// A lint from `findings`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// `error` or `warning`.
+    pub severity: String,
+    pub problem: Problem,
+}
+
+/// Per-call context (SPEC §1). `scopes: None` means no scope check;
+/// `allowed_tools: None` means every tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Context {
+    pub surface: Surface,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Surface {
+    #[default]
+    Confirming,
+    Direct,
+}
+
+impl Context {
+    /// The context as the JSON the component reads.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+}
+
+/// A decision: its canonical bytes (SPEC §5), plus the parts a caller
+/// branches on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub ok: bool,
+    /// `None` when allowed.
+    pub code: Option<String>,
+    /// The exact decision bytes, identical in every runtime.
+    pub json: String,
+}
+
+impl Decision {
+    fn from_json(json: String) -> Decision {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            ok: bool,
+            error: Option<ErrorHead>,
+        }
+        #[derive(serde::Deserialize)]
+        struct ErrorHead {
+            code: String,
+        }
+        match serde_json::from_str::<Head>(&json) {
+            Ok(head) if head.ok == head.error.is_none() => Decision { ok: head.ok, code: head.error.map(|e| e.code), json },
+            // Unparseable output from the engine is itself a fault: deny.
+            _ => Decision::fault("ENGINE_TRAP"),
+        }
+    }
+
+    fn fault(code: &'static str) -> Decision {
+        let json = match code {
+            "ENGINE_LIMIT" => faults::ENGINE_LIMIT,
+            "ENGINE_OUT_OF_MEMORY" => faults::ENGINE_OUT_OF_MEMORY,
+            "INPUT_TOO_LARGE" => faults::INPUT_TOO_LARGE,
+            _ => faults::ENGINE_TRAP,
+        };
+        Decision { ok: false, code: Some(code.to_owned()), json: json.to_owned() }
+    }
+}
+
+/// Per-call resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel (≈ wasm instructions) for one evaluate / list / turn call.
+    pub call_fuel: u64,
+    /// Fuel for loading a rule set (parsing and compiling every schema).
+    pub load_fuel: u64,
+    /// Linear memory cap per rule set, in bytes.
+    pub max_memory_bytes: usize,
+    /// Largest call, context, state or input accepted, in bytes.
+    pub max_input_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            call_fuel: 2_000_000_000,
+            load_fuel: 50_000_000_000,
+            max_memory_bytes: 1 << 30,
+            max_input_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+struct HostState {
+    max_memory: usize,
+    memory_exhausted: bool,
+}
+
+impl ResourceLimiter for HostState {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.max_memory {
+            self.memory_exhausted = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+struct EngineInner {
+    engine: wasmtime::Engine,
+    pre: bindings::ToolgatePre<HostState>,
+    limits: Limits,
+}
+
+/// A compiled component, shared by every rule set loaded from it.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine").field("limits", &self.inner.limits).finish_non_exhaustive()
+    }
+}
+
+fn component_error(e: impl fmt::Display) -> Error {
+    Error::Component(e.to_string())
+}
+
+fn wasmtime_engine() -> Result<wasmtime::Engine, Error> {
+    let mut config = wasmtime::Config::new();
+    config.consume_fuel(true);
+    wasmtime::Engine::new(&config).map_err(component_error)
+}
+
+impl Engine {
+    /// The embedded component with default limits.
+    pub fn new() -> Result<Engine, Error> {
+        Engine::from_component_bytes(COMPONENT, Limits::default())
+    }
+
+    /// Compiles a component (~60–100 ms). Prefer [`Engine::precompile`] once
+    /// and [`Engine::from_precompiled`] at start-up where that matters.
+    pub fn from_component_bytes(bytes: &[u8], limits: Limits) -> Result<Engine, Error> {
+        let engine = wasmtime_engine()?;
+        let component = Component::new(&engine, bytes).map_err(component_error)?;
+        Engine::from_component(engine, component, limits)
+    }
+
+    /// The embedded component compiled for this machine and wasmtime
+    /// version, to be stored and loaded with [`Engine::from_precompiled`].
+    pub fn precompile() -> Result<Vec<u8>, Error> {
+        wasmtime_engine()?.precompile_component(COMPONENT).map_err(component_error)
+    }
+
+    /// Loads a precompiled component (~0.1 ms instead of compiling).
+    ///
+    /// Only pass bytes produced by [`Engine::precompile`] from a trusted
+    /// location: precompiled code is native code and is not validated.
+    #[allow(unsafe_code)]
+    pub fn from_precompiled(bytes: &[u8], limits: Limits) -> Result<Engine, Error> {
+        let engine = wasmtime_engine()?;
+        // SAFETY: wasmtime checks the artifact's header (engine configuration
+        // and version) and refuses mismatches; the caller vouches for origin.
+        let component = unsafe { Component::deserialize(&engine, bytes) }.map_err(component_error)?;
+        Engine::from_component(engine, component, limits)
+    }
+
+    fn from_component(engine: wasmtime::Engine, component: Component, limits: Limits) -> Result<Engine, Error> {
+        // The component imports nothing: an empty linker is the whole host.
+        let linker: Linker<HostState> = Linker::new(&engine);
+        let instance_pre = linker.instantiate_pre(&component).map_err(component_error)?;
+        let pre = bindings::ToolgatePre::new(instance_pre).map_err(component_error)?;
+        let engine = Engine { inner: Arc::new(EngineInner { engine, pre, limits }) };
+        // Check the contract version once, on a throwaway instance.
+        let (mut store, instance) = engine.instantiate()?;
+        store.set_fuel(engine.inner.limits.call_fuel).map_err(component_error)?;
+        let version = instance
+            .toolgate_policy_engine()
+            .call_contract_version(&mut store)
+            .map_err(component_error)?;
+        if version != CONTRACT_VERSION {
+            return Err(Error::Component(format!(
+                "component implements contract {version}, this host speaks {CONTRACT_VERSION}"
+            )));
+        }
+        Ok(engine)
+    }
+
+    fn instantiate(&self) -> Result<(Store<HostState>, bindings::Toolgate), Error> {
+        let mut store = Store::new(
+            &self.inner.engine,
+            HostState { max_memory: self.inner.limits.max_memory_bytes, memory_exhausted: false },
+        );
+        store.limiter(|state| state as &mut dyn ResourceLimiter);
+        let instance = self.inner.pre.instantiate(&mut store).map_err(component_error)?;
+        Ok((store, instance))
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// Loads a policy (`None`: legacy behaviour) and a catalog.
+    pub fn load(&self, policy: Option<&str>, catalog: &str) -> Result<RuleSet, Error> {
+        let live = self.load_live(policy, catalog)?;
+        Ok(RuleSet {
+            engine: self.clone(),
+            policy: policy.map(str::to_owned),
+            catalog: catalog.to_owned(),
+            revision: live.revision.clone(),
+            live: Mutex::new(Some(live)),
+        })
+    }
+
+    fn load_live(&self, policy: Option<&str>, catalog: &str) -> Result<Live, Error> {
+        let (mut store, instance) = self.instantiate()?;
+        store.set_fuel(self.inner.limits.load_fuel).map_err(component_error)?;
+        let rules = instance.toolgate_policy_engine().rule_set();
+        let loaded = rules.call_load(&mut store, policy, catalog);
+        let handle = match loaded {
+            Ok(Ok(handle)) => handle,
+            Ok(Err(problem)) => return Err(Error::Load(problem.into())),
+            Err(trap) => return Err(Error::Fault { code: fault_code(&trap, &store) }),
+        };
+        store.set_fuel(self.inner.limits.call_fuel).map_err(component_error)?;
+        let revision = rules
+            .call_revision(&mut store, handle)
+            .map_err(|trap| Error::Fault { code: fault_code(&trap, &store) })?;
+        Ok(Live { store, instance, handle, revision })
+    }
+}
+
+fn fault_code(error: &wasmtime::Error, store: &Store<HostState>) -> &'static str {
+    if store.data().memory_exhausted {
+        return "ENGINE_OUT_OF_MEMORY";
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) | Some(Trap::Interrupt) => "ENGINE_LIMIT",
+        _ => "ENGINE_TRAP",
+    }
+}
+
+struct Live {
+    store: Store<HostState>,
+    instance: bindings::Toolgate,
+    handle: ResourceAny,
+    revision: String,
+}
+
+/// One loaded policy + catalog in its own instance. Calls are serialized on
+/// the instance; load one rule set per thread for parallelism.
+pub struct RuleSet {
+    engine: Engine,
+    policy: Option<String>,
+    catalog: String,
+    revision: String,
+    /// `None` after a fault that could not be recovered from.
+    live: Mutex<Option<Live>>,
+}
+
+impl fmt::Debug for RuleSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuleSet").field("revision", &self.revision).finish_non_exhaustive()
+    }
+}
+
+impl RuleSet {
+    /// The `policy_revision` every decision from this rule set carries.
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    /// Runs `f` on the live instance under the call fuel budget. A trap
+    /// poisons the instance; it is replaced before the next call.
+    fn with_instance<T>(
+        &self,
+        fuel: u64,
+        f: impl FnOnce(&mut Store<HostState>, &bindings::Toolgate, ResourceAny) -> wasmtime::Result<T>,
+    ) -> Result<T, Error> {
+        let mut guard = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            *guard = self.engine.load_live(self.policy.as_deref(), &self.catalog).ok();
+        }
+        let Some(live) = guard.as_mut() else {
+            return Err(Error::Fault { code: "ENGINE_TRAP" });
+        };
+        live.store.data_mut().memory_exhausted = false;
+        live.store.set_fuel(fuel).map_err(component_error)?;
+        match f(&mut live.store, &live.instance, live.handle) {
+            Ok(value) => Ok(value),
+            Err(trap) => {
+                let code = fault_code(&trap, &live.store);
+                *guard = None;
+                Err(Error::Fault { code })
+            }
+        }
+    }
+
+    /// Decides one call (the JSON bytes of `{"name", "arguments"}`). Never
+    /// fails: every failure, including the engine's own, is a deny.
+    pub fn evaluate(&self, call: &[u8], context: &Context) -> Decision {
+        self.evaluate_raw(call, &context.to_json())
+    }
+
+    /// [`RuleSet::evaluate`] with the context as JSON text.
+    pub fn evaluate_raw(&self, call: &[u8], context: &str) -> Decision {
+        self.evaluate_with_fuel(call, context, self.engine.inner.limits.call_fuel)
+    }
+
+    /// [`RuleSet::evaluate_raw`] under an explicit fuel budget (fault tests,
+    /// callers with a tighter latency budget).
+    pub fn evaluate_with_fuel(&self, call: &[u8], context: &str, fuel: u64) -> Decision {
+        let max = self.engine.inner.limits.max_input_bytes;
+        if call.len() > max || context.len() > max {
+            return Decision::fault("INPUT_TOO_LARGE");
+        }
+        let result = self.with_instance(fuel, |store, instance, handle| {
+            instance.toolgate_policy_engine().rule_set().call_evaluate(store, handle, call, context)
+        });
+        match result {
+            Ok(json) => Decision::from_json(json),
+            Err(Error::Fault { code }) => Decision::fault(code),
+            Err(_) => Decision::fault("ENGINE_TRAP"),
+        }
+    }
+
+    /// The `tools/list` result this context may see.
+    pub fn list_exposable(&self, context: &Context) -> Result<String, Error> {
+        self.list_exposable_raw(&context.to_json())
+    }
+
+    pub fn list_exposable_raw(&self, context: &str) -> Result<String, Error> {
+        if context.len() > self.engine.inner.limits.max_input_bytes {
+            return Err(Error::TooLarge);
+        }
+        self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+            instance.toolgate_policy_engine().rule_set().call_list_exposable(store, handle, context)
+        })?
+        .map_err(|p| Error::Invalid(p.into()))
+    }
+
+    /// One turn of the transactional runtime (SPEC §6): JSON state and input
+    /// in, the next state out.
+    pub fn turn(&self, state: &str, input: &str) -> Result<String, Error> {
+        let max = self.engine.inner.limits.max_input_bytes;
+        if state.len() > max || input.len() > max {
+            return Err(Error::TooLarge);
+        }
+        self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+            instance.toolgate_policy_engine().rule_set().call_turn(store, handle, state, input)
+        })?
+        .map_err(|p| Error::Invalid(p.into()))
+    }
+
+    /// The engine fields to remove from a call to `tool` before forwarding it.
+    pub fn strip_fields(&self, tool: &str) -> Result<Vec<String>, Error> {
+        self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+            instance.toolgate_policy_engine().rule_set().call_strip_fields(store, handle, tool)
+        })
+    }
+
+    /// Lints on the loaded rules.
+    pub fn findings(&self) -> Result<Vec<Finding>, Error> {
+        let found = self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+            instance.toolgate_policy_engine().rule_set().call_findings(store, handle)
+        })?;
+        Ok(found
+            .into_iter()
+            .map(|f| Finding { severity: f.severity, problem: f.problem.into() })
+            .collect())
+    }
+}
