@@ -1,0 +1,158 @@
+#!/usr/bin/env node
+// The conformance CLI: the Rust CLI's flags, byte-identical output.
+//   toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
+//   toolgate list (same flags)
+import { readFileSync } from 'node:fs';
+import { Toolgate, LoadError } from '../src/index.js';
+
+const USAGE = `usage: toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
+       toolgate list [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
+
+eval reads one call per line on stdin ({"name":...,"arguments":{...}}) and prints one decision per line.
+list prints the tools/list result the context may see.
+`;
+
+const EX_USAGE = 64;
+const EX_LOAD = 2;
+const EX_SOFTWARE = 70;
+
+function usageError(/** @type {string} */ message) {
+  process.stderr.write(`toolgate: ${message}\n${USAGE}`);
+  process.exit(EX_USAGE);
+}
+
+/** @param {string} value */
+function list(value) {
+  return value.split(',').filter((item) => item !== '');
+}
+
+/** @param {string[]} argv */
+function parseArgs(argv) {
+  const [command, ...rest] = argv;
+  if (command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
+  if (command !== 'eval' && command !== 'list') usageError(command === undefined ? 'missing command' : `unknown command ${JSON.stringify(command)}`);
+  /** @type {Record<string, string>} */
+  const flags = {};
+  const known = new Set(['--policy', '--catalog', '--surface', '--scopes', '--allow']);
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (arg === '--help' || arg === '-h') {
+      process.stdout.write(USAGE);
+      process.exit(0);
+    }
+    let name = arg;
+    let value;
+    const eq = arg.indexOf('=');
+    if (arg.startsWith('--') && eq > 0) {
+      name = arg.slice(0, eq);
+      value = arg.slice(eq + 1);
+    }
+    if (!known.has(name)) usageError(`unexpected argument ${JSON.stringify(arg)}`);
+    if (value === undefined) {
+      if (i + 1 >= rest.length) usageError(`${name} needs a value`);
+      value = rest[++i];
+    }
+    if (name in flags) usageError(`${name} given more than once`);
+    flags[name] = value;
+  }
+  if (flags['--catalog'] === undefined) usageError('--catalog FILE is required');
+  const surface = flags['--surface'] ?? 'confirming';
+  if (surface !== 'confirming' && surface !== 'direct') usageError(`--surface must be confirming or direct, not ${JSON.stringify(surface)}`);
+  /** @type {{surface: string, scopes?: string[], allowed_tools?: string[]}} */
+  const context = { surface };
+  if (flags['--scopes'] !== undefined) context.scopes = list(flags['--scopes']);
+  if (flags['--allow'] !== undefined) context.allowed_tools = list(flags['--allow']);
+  return { command, policyPath: flags['--policy'], catalogPath: flags['--catalog'], context: JSON.stringify(context) };
+}
+
+/** @param {string} path */
+function readText(path) {
+  let bytes;
+  try {
+    bytes = readFileSync(path);
+  } catch (e) {
+    process.stderr.write(`toolgate: ${path}: ${/** @type {Error} */ (e).message}\n`);
+    process.exit(EX_LOAD);
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    process.stderr.write(`toolgate: ${path}: stream did not contain valid UTF-8\n`);
+    process.exit(EX_LOAD);
+  }
+}
+
+/** Every byte of a line is ASCII whitespace (as Rust's `u8::is_ascii_whitespace`). */
+function isBlank(/** @type {Uint8Array} */ line) {
+  for (const b of line) {
+    if (b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0c && b !== 0x0d) return false;
+  }
+  return true;
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const policy = args.policyPath === undefined ? undefined : readText(args.policyPath);
+  const catalog = readText(args.catalogPath);
+  let gate;
+  try {
+    gate = await Toolgate.load({ policy, catalog });
+  } catch (e) {
+    if (e instanceof LoadError) {
+      const file = e.origin === 'policy' && args.policyPath !== undefined ? args.policyPath : args.catalogPath;
+      const at = e.line > 0 ? `:${e.line}:${e.column}` : '';
+      process.stderr.write(`toolgate: ${file}${at}: ${e.problemMessage} (${e.code})\n`);
+      process.exit(EX_LOAD);
+    }
+    process.stderr.write(`toolgate: ${/** @type {Error} */ (e).message}\n`);
+    process.exit(EX_SOFTWARE);
+  }
+
+  if (args.command === 'list') {
+    let out;
+    try {
+      out = gate.listExposable(args.context).json;
+    } catch (e) {
+      process.stderr.write(`toolgate: ${/** @type {Error} */ (e).message} (${/** @type {any} */ (e).code})\n`);
+      process.exit(EX_SOFTWARE);
+    }
+    process.stdout.write(out + '\n');
+    return;
+  }
+
+  const context = args.context;
+  /** @type {Buffer[]} */
+  let pending = [];
+  const emit = (/** @type {Uint8Array} */ raw) => {
+    let line = raw;
+    if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, line.length - 1);
+    if (isBlank(line)) return '';
+    return gate.evaluate(line, context).json + '\n';
+  };
+  for await (const chunk of process.stdin) {
+    let start = 0;
+    let out = '';
+    for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, start)) {
+      const piece = chunk.subarray(start, i);
+      const line = pending.length ? Buffer.concat([...pending, piece]) : piece;
+      pending = [];
+      out += emit(line);
+      start = i + 1;
+    }
+    if (start < chunk.length) pending.push(chunk.subarray(start));
+    if (out && !process.stdout.write(out)) await new Promise((r) => process.stdout.once('drain', r));
+  }
+  if (pending.length) {
+    const out = emit(Buffer.concat(pending));
+    if (out) process.stdout.write(out);
+  }
+}
+
+process.stdout.on('error', (e) => {
+  if (/** @type {any} */ (e).code === 'EPIPE') process.exit(0);
+  throw e;
+});
+await main();

@@ -1,0 +1,393 @@
+// The runtime-neutral core: the jco-generated bindings of the toolgate
+// component, instantiated from one compiled core module. No Node API is used
+// here, so this file runs unchanged in Node and in workerd.
+import { instantiate } from '../gen/toolgate_policy.js';
+import { HOST_FAULTS, MAX_INPUT_BYTES } from './faults.js';
+import {
+  ContractVersionError, EngineTrapError, InputTooLargeError, LoadError, ProblemError, ToolgateError,
+} from './errors.js';
+
+/** The WIT contract version this package speaks; checked on every load. */
+export const CONTRACT_VERSION = '0.1.0';
+
+const CORE = 'toolgate_policy.core.wasm';
+// wit-component adds two tiny helper modules for the resource destructor (a
+// one-entry funcref table and the module that fills it); scripts/build.mjs
+// checks their shape. They are implemented here in JS, so a host needs only
+// the one core module, which a worker can import precompiled.
+const SHIM_TABLE = 'toolgate_policy.core2.wasm';
+const SHIM_FILL = 'toolgate_policy.core3.wasm';
+
+const encoder = new TextEncoder();
+
+/** @type {(() => Promise<WebAssembly.Module>) | null} */
+let defaultModule = null;
+
+/**
+ * Sets how `Toolgate.load` gets the compiled core module when none is given
+ * (each runtime entry point sets it once).
+ * @param {() => Promise<WebAssembly.Module>} provider
+ */
+export function setDefaultModule(provider) {
+  let cached = /** @type {Promise<WebAssembly.Module> | null} */ (null);
+  defaultModule = () => (cached ??= provider().catch((e) => { cached = null; throw e; }));
+}
+const kInjectTrap = Symbol.for('toolgate.test.injectTrap');
+const kRawExports = Symbol.for('toolgate.test.rawExports');
+
+/**
+ * Instantiates the component synchronously from its compiled core module.
+ * @param {WebAssembly.Module} coreModule
+ */
+function instantiateComponent(coreModule) {
+  /** @type {((rep: number) => void) | null} */
+  let dtor = null;
+  /** @type {WebAssembly.Exports | null} */
+  let raw = null;
+  const getCoreModule = (/** @type {string} */ name) => {
+    if (name === CORE) return coreModule;
+    if (name === SHIM_TABLE || name === SHIM_FILL) return name;
+    throw new ToolgateError('ENGINE_TRAP', `unexpected core module ${name}`);
+  };
+  const instantiateCore = (/** @type {any} */ module, /** @type {any} */ imports) => {
+    if (module === SHIM_TABLE) {
+      return { exports: { 0: (/** @type {number} */ rep) => { if (dtor) dtor(rep); }, $imports: null } };
+    }
+    if (module === SHIM_FILL) {
+      dtor = imports[''][0];
+      return { exports: {} };
+    }
+    const instance = new WebAssembly.Instance(module, imports);
+    raw = instance.exports;
+    return instance;
+  };
+  const root = /** @type {any} */ (instantiate(/** @type {any} */ (getCoreModule), {}, /** @type {any} */ (instantiateCore)));
+  if (typeof root?.then === 'function') throw new ToolgateError('ENGINE_TRAP', 'the component did not instantiate synchronously');
+  const engine = root.engine;
+  const version = engine.contractVersion();
+  if (version !== CONTRACT_VERSION) throw new ContractVersionError(CONTRACT_VERSION, version);
+  return { engine, raw: /** @type {WebAssembly.Exports} */ (/** @type {unknown} */ (raw)) };
+}
+
+/** @param {unknown} e */
+function problemOf(e) {
+  const p = /** @type {any} */ (e)?.payload;
+  if (p && typeof p === 'object' && typeof p.code === 'string' && typeof p.origin === 'string') return p;
+  return null;
+}
+
+/** Byte length of a string's UTF-8 form, computed only when it could matter. */
+function utf8Length(/** @type {string} */ s) {
+  if (s.length * 3 <= MAX_INPUT_BYTES) return s.length; // a lower bound well under the limit
+  return encoder.encode(s).length;
+}
+
+/**
+ * @param {unknown} context
+ * @returns {string}
+ */
+export function contextJson(context) {
+  if (context === undefined || context === null) return '{}';
+  if (typeof context === 'string') return context;
+  if (typeof context !== 'object') throw new TypeError('context must be an object, a JSON string or undefined');
+  const c = /** @type {Record<string, unknown>} */ (context);
+  if ('allowedTools' in c) {
+    if ('allowed_tools' in c) throw new TypeError('context has both allowedTools and allowed_tools');
+    const { allowedTools, ...rest } = c;
+    return JSON.stringify({ ...rest, allowed_tools: allowedTools });
+  }
+  return JSON.stringify(c);
+}
+
+/**
+ * @param {unknown} call
+ * @returns {Uint8Array}
+ */
+function callBytes(call) {
+  if (call instanceof Uint8Array) return call;
+  if (typeof call === 'string') return encoder.encode(call);
+  if (call instanceof ArrayBuffer) return new Uint8Array(call);
+  if (ArrayBuffer.isView(call)) return new Uint8Array(call.buffer, call.byteOffset, call.byteLength);
+  if (call && typeof call === 'object') return encoder.encode(JSON.stringify(call));
+  throw new TypeError('call must be an object ({name, arguments}), a JSON string or bytes');
+}
+
+/** A decision: the engine's canonical JSON (`json`, exact bytes) and its parsed form. */
+export class Decision {
+  /** @type {any} */
+  #value;
+  /** @param {string} json */
+  constructor(json) {
+    /** The canonical decision JSON exactly as the engine wrote it. */
+    this.json = json;
+  }
+  /** The parsed decision object. */
+  get value() { return this.#value ??= JSON.parse(this.json); }
+  get ok() { return this.value.ok === true; }
+  get error() { return this.value.error; }
+  get metadata() { return this.value.metadata; }
+  /** The error code, or null when the call is allowed. */
+  get code() { return this.value.error?.code ?? null; }
+  get tool() { return this.value.metadata?.tool ?? null; }
+  get retryable() { return this.value.error?.retryable ?? false; }
+  toString() { return this.json; }
+  toJSON() { return this.value; }
+}
+
+/** The `tools/list` result a context may see. */
+export class ToolList {
+  /** @type {any} */
+  #value;
+  /** @param {string} json */
+  constructor(json) { this.json = json; }
+  get value() { return this.#value ??= JSON.parse(this.json); }
+  /** @returns {any[]} */
+  get tools() { return this.value.tools; }
+  /** @returns {string[]} */
+  get names() { return this.tools.map((/** @type {any} */ t) => t.name); }
+  toString() { return this.json; }
+  toJSON() { return this.value; }
+}
+
+/** The transactional runtime's state after a turn (SPEC §6). */
+export class TurnState {
+  /** @type {any} */
+  #value;
+  /** @param {string} json */
+  constructor(json) { this.json = json; }
+  get value() { return this.#value ??= JSON.parse(this.json); }
+  toString() { return this.json; }
+  toJSON() { return this.value; }
+}
+
+const FAULT_DECISIONS = Object.freeze({
+  ENGINE_TRAP: new Decision(HOST_FAULTS.ENGINE_TRAP),
+  INPUT_TOO_LARGE: new Decision(HOST_FAULTS.INPUT_TOO_LARGE),
+});
+
+/**
+ * @typedef {{ policy?: string | null, catalog: string }} RulesText
+ */
+
+/** Loaded rules: one component instance with one rule set. Immutable. */
+export class Toolgate {
+  #module;
+  #policy;
+  #catalog;
+  /** @type {any} */
+  #engine = null;
+  /** @type {any} */
+  #rules = null;
+  /** @type {WebAssembly.Exports | null} */
+  #raw = null;
+  /** @type {Map<string, readonly string[]>} */
+  #strip = new Map();
+  #injectTrap = false;
+  #closed = false;
+  /** @type {string} */
+  revision;
+  /** @type {readonly {severity: string, problem: {code: string, message: string, origin: string, path: string, line: number, column: number}}[]} */
+  findings;
+  /** How many times the instance was replaced after a trap. */
+  recoveries = 0;
+
+  /**
+   * Loads rules synchronously from an already compiled core module.
+   * @param {WebAssembly.Module} module
+   * @param {RulesText} rules
+   */
+  constructor(module, rules) {
+    if (!(module instanceof WebAssembly.Module)) throw new TypeError('module must be a WebAssembly.Module (the compiled toolgate_policy.core.wasm)');
+    if (!rules || typeof rules.catalog !== 'string') throw new TypeError('catalog must be a string (the catalog text)');
+    if (rules.policy !== undefined && rules.policy !== null && typeof rules.policy !== 'string') throw new TypeError('policy must be a string, null or undefined');
+    this.#module = module;
+    this.#policy = rules.policy ?? undefined;
+    this.#catalog = rules.catalog;
+    this.#instantiate();
+    this.revision = this.#rules.revision();
+    this.findings = Object.freeze(this.#rules.findings());
+  }
+
+  /**
+   * Loads rules synchronously from a compiled core module (workers: the
+   * imported `toolgate_policy.core.wasm`).
+   * @param {{ module: WebAssembly.Module } & RulesText} options
+   */
+  static fromModule(options) {
+    return new Toolgate(options.module, options);
+  }
+
+  /**
+   * Loads rules. `module` is the compiled core module, a promise of it, or
+   * its bytes; without it, the runtime's default (Node: the package's
+   * `gen/toolgate_policy.core.wasm`, compiled once per process; workerd: the
+   * module imported by `toolgate/worker`).
+   * @param {{ module?: WebAssembly.Module | PromiseLike<WebAssembly.Module> | BufferSource } & RulesText} options
+   */
+  static async load(options) {
+    if (!options || typeof options !== 'object') throw new TypeError('load needs { catalog, policy?, module? }');
+    let module = await options.module;
+    if (module === undefined || module === null) {
+      if (!defaultModule) throw new TypeError('no default core module in this runtime: pass `module` (the compiled toolgate_policy.core.wasm)');
+      module = await defaultModule();
+    } else if (!(module instanceof WebAssembly.Module)) {
+      module = await WebAssembly.compile(/** @type {BufferSource} */ (module));
+    }
+    return new Toolgate(/** @type {WebAssembly.Module} */ (module), options);
+  }
+
+  #instantiate() {
+    this.#engine = null;
+    this.#rules = null;
+    this.#raw = null;
+    const { engine, raw } = instantiateComponent(this.#module);
+    let rules;
+    try {
+      rules = engine.RuleSet.load(this.#policy, this.#catalog);
+    } catch (e) {
+      const p = problemOf(e);
+      if (p) throw new LoadError(p);
+      throw new EngineTrapError('the policy engine failed while loading the rules', e);
+    }
+    this.#engine = engine;
+    this.#rules = rules;
+    this.#raw = raw;
+  }
+
+  /** After a trap the instance cannot be re-entered: replace it, reload the rules. */
+  #recover() {
+    this.#strip.clear();
+    try {
+      this.#instantiate();
+      this.recoveries += 1;
+      return true;
+    } catch {
+      return false; // still broken: every call denies until a later retry works
+    }
+  }
+
+  #beforeCall() {
+    if (this.#closed) throw new ToolgateError('CLOSED', 'this Toolgate was closed');
+    if (!this.#rules && !this.#recover()) throw new EngineTrapError('the policy engine is not available');
+    if (this.#injectTrap) {
+      this.#injectTrap = false;
+      // A real trap of this instance: an allocation the guest cannot satisfy
+      // aborts it (`unreachable`).
+      /** @type {any} */ (this.#raw).cabi_realloc(0, 0, 8, 0xfffffff0);
+    }
+  }
+
+  /**
+   * Decides one `tools/call`. Never throws for a bad call or a failing
+   * engine: every failure is a deny decision with its own code.
+   * @param {unknown} call `{name, arguments}`, its JSON text, or its bytes
+   * @param {unknown} [context] `{surface, scopes, allowedTools}` or its JSON text
+   * @returns {Decision}
+   */
+  evaluate(call, context) {
+    const bytes = callBytes(call);
+    if (bytes.length > MAX_INPUT_BYTES) return FAULT_DECISIONS.INPUT_TOO_LARGE;
+    const ctx = contextJson(context);
+    if (utf8Length(ctx) > MAX_INPUT_BYTES) return FAULT_DECISIONS.INPUT_TOO_LARGE;
+    if (this.#closed) throw new ToolgateError('CLOSED', 'this Toolgate was closed');
+    let json;
+    try {
+      this.#beforeCall();
+      json = this.#rules.evaluate(bytes, ctx);
+    } catch {
+      this.#rules = null;
+      this.#recover();
+      return FAULT_DECISIONS.ENGINE_TRAP;
+    }
+    return new Decision(json);
+  }
+
+  /**
+   * The `tools/list` result this context may see.
+   * @param {unknown} [context]
+   * @returns {ToolList}
+   */
+  listExposable(context) {
+    const ctx = contextJson(context);
+    const n = utf8Length(ctx);
+    if (n > MAX_INPUT_BYTES) throw new InputTooLargeError('context', n, MAX_INPUT_BYTES);
+    return new ToolList(this.#guarded(() => this.#rules.listExposable(ctx)));
+  }
+
+  /**
+   * One turn of the transactional runtime (SPEC §6).
+   * @param {unknown} state the previous state (object, JSON text, or null for a new conversation)
+   * @param {unknown} input this turn's input (object or JSON text)
+   * @returns {TurnState}
+   */
+  turn(state, input) {
+    const s = typeof state === 'string' ? state : JSON.stringify(state ?? null);
+    const i = typeof input === 'string' ? input : JSON.stringify(input ?? null);
+    const ns = utf8Length(s);
+    if (ns > MAX_INPUT_BYTES) throw new InputTooLargeError('state', ns, MAX_INPUT_BYTES);
+    const ni = utf8Length(i);
+    if (ni > MAX_INPUT_BYTES) throw new InputTooLargeError('input', ni, MAX_INPUT_BYTES);
+    return new TurnState(this.#guarded(() => this.#rules.turn(s, i)));
+  }
+
+  /**
+   * The engine fields (`confirmed`, `confirmation`) to remove from a call's
+   * arguments before forwarding it to this tool's handler.
+   * @param {string} tool
+   * @returns {readonly string[]}
+   */
+  stripFields(tool) {
+    let fields = this.#strip.get(tool);
+    if (!fields) {
+      fields = Object.freeze(this.#guarded(() => this.#rules.stripFields(tool)));
+      if (this.#strip.size < 4096) this.#strip.set(tool, fields);
+    }
+    return fields;
+  }
+
+  /**
+   * @template T
+   * @param {() => T} fn
+   * @returns {T}
+   */
+  #guarded(fn) {
+    try {
+      this.#beforeCall();
+      return fn();
+    } catch (e) {
+      const p = problemOf(e);
+      if (p) throw new ProblemError(p);
+      if (e instanceof ToolgateError) throw e;
+      this.#rules = null;
+      this.#recover();
+      throw new EngineTrapError('the policy engine failed on this request; it was not served', e);
+    }
+  }
+
+  /** Frees the component's rule set. The object must not be used after. */
+  close() {
+    const r = this.#rules;
+    this.#closed = true;
+    this.#rules = null;
+    this.#engine = null;
+    this.#raw = null;
+    this.#module = /** @type {any} */ (null);
+    if (r && typeof r[Symbol.dispose] === 'function') r[Symbol.dispose]();
+  }
+
+  [Symbol.dispose]() { this.close(); }
+
+  /** Test hook: the next call traps for real inside the component. */
+  [kInjectTrap]() { this.#injectTrap = true; }
+
+  /** Test hook: the raw core exports of the current instance. */
+  get [kRawExports]() { return this.#raw; }
+}
+
+/** The decisions this host builds itself (SPEC §7), as Decision objects. */
+export function faultDecision(/** @type {keyof typeof HOST_FAULTS} */ code) {
+  return new Decision(HOST_FAULTS[code]);
+}
+
+export { HOST_FAULTS, MAX_INPUT_BYTES };
+export * from './errors.js';
