@@ -25,10 +25,10 @@ CONTRACT_VERSION = "0.1.0"
 INTERFACE = f"toolgate:policy/engine@{CONTRACT_VERSION}"
 
 #: Fuel for one `evaluate`/`list-exposable`/`turn`/... call. A 4 MiB call uses
-#: well under a tenth of it; an endless loop runs out in a few seconds.
-DEFAULT_CALL_FUEL = 20_000_000_000
-#: Fuel for `load` (parsing, classifying and compiling a large catalog).
-DEFAULT_LOAD_FUEL = 200_000_000_000
+#: about 40 million; an endless loop runs out in a few seconds.
+DEFAULT_CALL_FUEL = 5_000_000_000
+#: Fuel for `load` (the 34-tool seed catalog uses about 0.6 billion).
+DEFAULT_LOAD_FUEL = 100_000_000_000
 
 _VAL = ffi.wasmtime_component_val_t
 _VAL_SIZE = ctypes.sizeof(_VAL)
@@ -134,6 +134,15 @@ def _lower_bytes(data: bytes, out: Any) -> None:
     out.of.list = raw
 
 
+def _trap_reason(text: str) -> str:
+    """The trap's one-line cause, without the wasm backtrace."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "trap" in line or "fuel" in line:
+            return line
+    return lines[-1] if lines else "trap"
+
+
 class _Fn:
     """A component function with its type read once."""
 
@@ -220,7 +229,7 @@ class Instance:
                     exhausted = store.get_fuel() == 0
                 except wasmtime.WasmtimeError:
                     exhausted = False
-                raise Trap("ENGINE_LIMIT" if exhausted else "ENGINE_TRAP", str(error))
+                raise Trap("ENGINE_LIMIT" if exhausted else "ENGINE_TRAP", _trap_reason(str(error)))
             if fn.result is None:
                 return None
             return fn.result.convert_from_c(result)

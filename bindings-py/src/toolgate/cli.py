@@ -1,0 +1,130 @@
+"""``python -m toolgate``: the conformance CLI, byte for byte the Rust ``toolgate``.
+
+    toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct]
+                  [--scopes a,b] [--allow t1,t2]   < calls.jsonl
+    toolgate list (same flags)
+
+``eval`` reads one call per line (raw bytes; blank lines skipped) and prints one
+decision per line. ``list`` prints the ``tools/list`` result. Exit codes: 0 ok,
+2 the rules could not be loaded, 64 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import IO, NoReturn
+
+from ._rules import EngineFault, LoadError, RuleSet
+from ._types import dumps
+
+EXIT_LOAD = 2
+EXIT_USAGE = 64
+_BLANK = b" \t\n\r\x0c"
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+def _split(value: str) -> list[str]:
+    return [item for item in value.split(",") if item]
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="toolgate", description="toolgate's policy engine (Python host)", allow_abbrev=False)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, help_text in (
+        ("eval", "decide calls read as JSON lines on stdin, one decision per line"),
+        ("list", "print the tools/list result this context may see"),
+    ):
+        cmd = sub.add_parser(name, help=help_text, allow_abbrev=False)
+        cmd.add_argument("--policy", metavar="FILE", help="tool_policies.yaml (absent: legacy behaviour)")
+        cmd.add_argument("--catalog", metavar="FILE", required=True, help="the tool catalog")
+        cmd.add_argument("--surface", choices=("confirming", "direct"), default="confirming")
+        cmd.add_argument("--scopes", metavar="A,B", help="granted scopes (absent: no scope check)")
+        cmd.add_argument("--allow", metavar="T1,T2", help="the route's allowlist (absent: all)")
+    return parser
+
+
+def _read(path: str, stderr: IO[str]) -> str | None:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        stderr.write(f"toolgate: {path}: {reason}\n")
+        return None
+
+
+def main(
+    argv: list[str] | None = None,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[bytes] | None = None,
+    stderr: IO[str] | None = None,
+) -> int:
+    stdin = stdin if stdin is not None else sys.stdin.buffer
+    stdout = stdout if stdout is not None else sys.stdout.buffer
+    stderr = stderr if stderr is not None else sys.stderr
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as e:
+        _parser().print_usage(stderr)
+        stderr.write(f"{e}\n")
+        return EXIT_USAGE
+    except SystemExit as e:  # --help
+        return int(e.code or 0)
+
+    context: dict[str, object] = {"surface": args.surface}
+    if args.scopes is not None:
+        context["scopes"] = _split(args.scopes)
+    if args.allow is not None:
+        context["allowed_tools"] = _split(args.allow)
+    context_text = dumps(context)
+
+    catalog = _read(args.catalog, stderr)
+    if catalog is None:
+        return EXIT_LOAD
+    policy = None
+    if args.policy is not None:
+        policy = _read(args.policy, stderr)
+        if policy is None:
+            return EXIT_LOAD
+    try:
+        rules = RuleSet.load(catalog=catalog, policy=policy)
+    except LoadError as e:
+        where = e.problem.location(args.policy, args.catalog)
+        stderr.write(f"toolgate: {where}: {e.problem.message} ({e.problem.code})\n")
+        return EXIT_LOAD
+    except EngineFault as e:
+        stderr.write(f"toolgate: {e.message} ({e.code})\n")
+        return EXIT_LOAD
+
+    if args.command == "list":
+        try:
+            out = rules.list_exposable_json(context_text)
+        except (LoadError, EngineFault) as e:  # pragma: no cover - flags always give a valid context
+            stderr.write(f"toolgate: {e}\n")
+            return EXIT_LOAD
+        stdout.write(out.encode("utf-8") + b"\n")
+        stdout.flush()
+        return 0
+
+    for raw in stdin:
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line.strip(_BLANK):
+            continue
+        stdout.write(rules.evaluate_json(line, context_text).encode("utf-8") + b"\n")
+    stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The Python API: typed results that keep the canonical bytes, stable codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import DATA, FIXTURES
+
+import toolgate
+from toolgate import Context, Decision, LoadError, ProblemError, RuleSet, ToolCall, TurnState
+
+
+def test_contract_version_is_checked() -> None:
+    assert toolgate.contract_version() == toolgate.CONTRACT_VERSION == "0.1.0"
+
+
+def test_component_is_shipped_inside_the_package() -> None:
+    path = toolgate.component_path()
+    assert path.name == "toolgate_policy.wasm" and path.is_file()
+    assert path.read_bytes()[:4] == b"\0asm"
+
+
+def test_decision_is_typed_and_keeps_the_bytes(retail_rules: RuleSet) -> None:
+    d = retail_rules.evaluate("solicitar_devolucao", {"order_id": "123", "reason": "x"})
+    assert isinstance(d, Decision)
+    assert (d.ok, d.code, d.retryable, d.outcome, d.tool) == (
+        False, "CONFIRMATION_REQUIRED", True, "rejected", "solicitar_devolucao"
+    )
+    assert d.blocked_by_policy and not d
+    assert d.metadata["policy_source"] == "tool_policies"
+    assert d.policy_revision == retail_rules.revision
+    assert str(d) == d.json == retail_rules.evaluate_json(
+        b'{"name":"solicitar_devolucao","arguments":{"order_id":"123","reason":"x"}}', "{}"
+    )
+
+
+def test_every_call_form_gives_the_same_decision(retail_rules: RuleSet) -> None:
+    forms = [
+        retail_rules.evaluate("consultar_pedido", {"order_id": "1"}),
+        retail_rules.evaluate({"name": "consultar_pedido", "arguments": {"order_id": "1"}}),
+        retail_rules.evaluate(ToolCall("consultar_pedido", {"order_id": "1"})),
+        retail_rules.evaluate(b'{"name":"consultar_pedido","arguments":{"order_id":"1"}}'),
+        retail_rules.evaluate('{"name": "consultar_pedido", "arguments": {"order_id": "1"}}', context={}),
+    ]
+    assert len({d.json for d in forms}) == 1 and forms[0].ok
+
+
+def test_context_forms(retail_rules: RuleSet) -> None:
+    call = {"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "x", "confirmed": True}}
+    assert retail_rules.evaluate(call).ok
+    assert retail_rules.evaluate(call, context=Context(surface="direct")).code == "NOT_FOUND"
+    assert retail_rules.evaluate(call, context={"allowed_tools": ["consultar_pedido"]}).code == "NOT_FOUND"
+    assert retail_rules.evaluate(call, context='{"surface":"confirming"}').ok
+    assert Context(scopes=[]).to_json() == '{"surface":"confirming","scopes":[]}'
+
+
+def test_hidden_tool_answers_like_unknown(retail_rules: RuleSet) -> None:
+    hidden = retail_rules.evaluate("cancelar_pedido", {})
+    unknown = retail_rules.evaluate("nao_existe", {})
+    assert hidden.json.replace("cancelar_pedido", "T") == unknown.json.replace("nao_existe", "T")
+
+
+def test_load_error_names_line_column_and_code() -> None:
+    catalog = (FIXTURES / "retail-tools.yaml").read_text()
+    with pytest.raises(LoadError) as info:
+        RuleSet.load(catalog=catalog, policy="version: 1\ndefaults:\n  require_confirmation: \"true\"\n")
+    e = info.value
+    assert isinstance(e, toolgate.ToolgateError)
+    assert e.code == e.problem.code and e.origin == "policy" and (e.line, e.column) == (3, 25)
+    assert e.problem.location("p.yaml", "c.yaml") == "p.yaml:3:25"
+
+
+def test_bad_context_is_a_problem_error(retail_rules: RuleSet) -> None:
+    with pytest.raises(ProblemError) as info:
+        retail_rules.list_exposable({"surface": "sideways"})
+    assert info.value.problem.origin == "context"
+
+
+def test_from_env_reads_tool_policies_path() -> None:
+    legacy = RuleSet.from_env(FIXTURES / "retail-tools.yaml", env={})
+    with_policy = RuleSet.from_env(
+        FIXTURES / "retail-tools.yaml", env={"TOOL_POLICIES_PATH": str(FIXTURES / "retail-policy.yaml")}
+    )
+    call = {"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "x"}}
+    assert legacy.evaluate(call).metadata["policy_source"] == "tools_yaml"
+    assert with_policy.evaluate(call).metadata["policy_source"] == "tool_policies"
+    assert legacy.revision != with_policy.revision
+
+
+def test_turn_state_round_trips_as_a_plain_dict(retail_rules: RuleSet) -> None:
+    calls = [
+        {"name": "consultar_pedido", "arguments": {"order_id": "123"}},
+        {"name": "solicitar_devolucao", "arguments": {"order_id": "123", "reason": "r", "confirmed": True}},
+    ]
+    s1 = retail_rules.turn(None, calls)
+    assert isinstance(s1, TurnState) and s1.awaiting_confirmation
+    assert s1.pending_tool_call == ToolCall("solicitar_devolucao", {"order_id": "123", "reason": "r"})
+    assert [c.name for c in s1.execute] == ["consultar_pedido"]
+    assert [(r.name, r.action) for r in s1.results] == [
+        ("consultar_pedido", "execute"),
+        ("solicitar_devolucao", "await_confirmation"),
+    ]
+    assert s1.tool_policy_result is not None and s1.tool_policy_result.code == "CONFIRMATION_REQUIRED"
+    assert s1.results[1].decision.json in s1.json and s1.tool_policy_result.json in s1.json
+    stored = json.loads(json.dumps(s1.as_dict()))  # what an app persists
+    s2 = retail_rules.turn(stored, [], user_confirmed=True)
+    assert s2.transaction_status == "EXECUTING" and s2.confirmation_received
+    assert s2.execute == (ToolCall("solicitar_devolucao", {"confirmed": True, "order_id": "123", "reason": "r"}),)
+    assert retail_rules.turn(s1, [], user_confirmed=False).transaction_status == "CANCELLED"
+
+
+def test_one_transactional_call_per_turn(retail_rules: RuleSet) -> None:
+    calls = [
+        {"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "r"}},
+        {"name": "solicitar_devolucao", "arguments": {"order_id": "2", "reason": "r"}},
+    ]
+    s = retail_rules.turn(None, calls)
+    assert [r.action for r in s.results] == ["await_confirmation", "refused"]
+    assert s.results[1].decision.code == "TRANSACTION_LIMIT"
+
+
+def test_forged_state_is_rejected(retail_rules: RuleSet) -> None:
+    with pytest.raises(ProblemError) as info:
+        retail_rules.turn({"transaction_status": "AWAITING_CONFIRMATION"}, [])
+    assert info.value.problem.origin == "state"
+
+
+def test_findings_and_strip_fields(retail_rules: RuleSet) -> None:
+    assert retail_rules.strip_fields("solicitar_devolucao") == ["confirmation"]
+    assert any(f.problem.code == "TRANSACTIONAL_WITHOUT_CONFIRMATION" for f in retail_rules.findings)
+
+
+def test_seed_catalog_loads_standalone() -> None:
+    rules = RuleSet.load(catalog=(DATA / "seed-catalog.json").read_text(encoding="utf-8"))
+    assert len(rules.list_exposable()) > 0

@@ -1,0 +1,173 @@
+"""SPEC §4-§6 conformance: every shared vector file, byte for byte, through the
+Python API and through `python -m toolgate` (and against the Rust CLI when it
+is built)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import vectorfile
+from conftest import DATA, RUST_CLI, VECTORS
+
+from toolgate import LoadError, RuleSet
+from toolgate.cli import main as cli_main
+
+SHARED = sorted(p for p in VECTORS.glob("*.json") if p.name != "host-faults.json")
+OWN = sorted((DATA / "vectors").glob("*.json"))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def run_file(vf: vectorfile.VectorFile) -> None:
+    if vf.expect_load_error is not None:
+        with pytest.raises(LoadError) as info:
+            RuleSet.load(catalog=vf.catalog, policy=vf.policy)
+        got = {"code": info.value.problem.code, "line": info.value.problem.line, "column": info.value.problem.column}
+        want = {k: vf.expect_load_error[k] for k in vf.expect_load_error}
+        assert {k: got[k] for k in want} == want
+        return
+    rules = RuleSet.load(catalog=vf.catalog, policy=vf.policy)
+    for case in vf.cases:
+        name = case["name"]
+        op = case["op"]
+        ctx = _dumps(case.get("context") or {})
+        if op == "evaluate":
+            got = rules.evaluate_json(vectorfile.call_bytes(case), ctx)
+            assert got == case["expect"], name
+            if "expect_code" in case:
+                error = json.loads(got)["error"]
+                assert (error["code"] if error else None) == case["expect_code"], name
+        elif op == "list":
+            got = rules.list_exposable_json(ctx)
+            assert got == case["expect"], name
+            if "expect_names" in case:
+                assert [t["name"] for t in json.loads(got)["tools"]] == case["expect_names"], name
+        elif op == "turn":
+            state = "" if case.get("state") is None else _dumps(case["state"])
+            got = rules.turn_json(state, _dumps(case["input"]))
+            assert got == case["expect"], name
+        elif op == "strip_fields":
+            assert rules.strip_fields(case["tool"]) == case["expect"], name
+
+
+def _flags(context: dict[str, Any] | None) -> list[str] | None:
+    """The CLI flags for a context, or None when flags cannot say it."""
+    context = context or {}
+    if set(context) - {"surface", "scopes", "allowed_tools"}:
+        return None
+    flags: list[str] = []
+    surface = context.get("surface", "confirming")
+    if surface not in ("confirming", "direct"):
+        return None
+    flags += ["--surface", surface]
+    for key, flag in (("scopes", "--scopes"), ("allowed_tools", "--allow")):
+        value = context.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) and v and "," not in v for v in value):
+            return None
+        flags += [flag, ",".join(value)]
+    return flags
+
+
+def _files(vf: vectorfile.VectorFile, tmp: Path) -> list[str]:
+    args: list[str] = []
+    if vf.policy is not None:
+        policy = vf.policy_file or tmp / "policy.yaml"
+        if vf.policy_file is None:
+            policy.write_text(vf.policy, encoding="utf-8")
+        args += ["--policy", str(policy)]
+    catalog = vf.catalog_file or tmp / "catalog.txt"
+    if vf.catalog_file is None:
+        catalog.write_text(vf.catalog, encoding="utf-8")
+    return [*args, "--catalog", str(catalog)]
+
+
+def cli_runs(vf: vectorfile.VectorFile, tmp: Path) -> list[tuple[list[str], bytes, bytes | None]]:
+    """(argv, stdin, expected stdout or None for a load error) per CLI run."""
+    files = _files(vf, tmp)
+    if vf.expect_load_error is not None:
+        return [(["list", *files], b"", None)]
+    runs: list[tuple[list[str], bytes, bytes | None]] = []
+    groups: dict[tuple[str, ...], list[tuple[bytes, str]]] = {}
+    for case in vf.cases:
+        flags = _flags(case.get("context"))
+        if flags is None:
+            continue
+        if case["op"] == "list":
+            runs.append((["list", *files, *flags], b"", case["expect"].encode("utf-8") + b"\n"))
+        elif case["op"] == "evaluate":
+            line = vectorfile.call_bytes(case)
+            if b"\n" in line or line.endswith(b"\r") or not line.strip(b" \t\n\r\x0c"):
+                continue
+            groups.setdefault(tuple(flags), []).append((line, case["expect"]))
+    for flags_key, items in groups.items():
+        stdin = b"".join(line + b"\n" for line, _ in items)
+        stdout = b"".join(expect.encode("utf-8") + b"\n" for _, expect in items)
+        runs.append((["eval", *files, *flags_key], stdin, stdout))
+    return runs
+
+
+def check_cli(vf: vectorfile.VectorFile) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        for argv, stdin, expect in cli_runs(vf, Path(tmp)):
+            out, err = io.BytesIO(), io.StringIO()
+            rc = cli_main(argv, io.BytesIO(stdin), out, err)
+            if expect is None:
+                assert rc == 2
+                le = vf.expect_load_error or {}
+                assert err.getvalue().endswith(f" ({le['code']})\n")
+                if le.get("line"):
+                    assert f":{le['line']}:{le['column']}: " in err.getvalue()
+            else:
+                assert (rc, out.getvalue()) == (0, expect), argv
+
+
+@pytest.mark.parametrize("path", SHARED + OWN, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_vector_file(path: Path) -> None:
+    vf = vectorfile.load(path)
+    run_file(vf)
+    check_cli(vf)
+
+
+@pytest.mark.skipif(not RUST_CLI.is_file(), reason="target/release/toolgate is not built")
+@pytest.mark.parametrize("path", SHARED + OWN, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_cli_matches_rust_cli(path: Path) -> None:
+    vf = vectorfile.load(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        for argv, stdin, _ in cli_runs(vf, Path(tmp)):
+            rust = subprocess.run([str(RUST_CLI), *argv], input=stdin, capture_output=True)
+            py = subprocess.run([sys.executable, "-m", "toolgate", *argv], input=stdin, capture_output=True)
+            assert (py.returncode, py.stdout, py.stderr) == (rust.returncode, rust.stdout, rust.stderr), argv
+
+
+def test_shared_vectors_present_or_pending() -> None:
+    """The shared corpus is read from the repo at test time (none is copied)."""
+    assert VECTORS.is_dir()
+    assert (VECTORS / "host-faults.json").is_file()
+
+
+def test_runner_rejects_unknown_fields(tmp_path: Path) -> None:
+    good = {"spec": "§4", "description": "x", "policy": None, "catalog_text": "{\"tools\":[]}", "cases": []}
+    (tmp_path / "ok.json").write_text(json.dumps(good))
+    vectorfile.load(tmp_path / "ok.json")
+    for bad in (
+        {**good, "extra": 1},
+        {**good, "cases": [{"name": "n", "op": "list", "expect": "", "surprise": True}]},
+        {**good, "cases": [{"name": "n", "op": "evaluate", "expect": "", "call": {}, "call_text": "{}"}]},
+        {**good, "cases": [{"name": "n", "op": "frobnicate", "expect": ""}]},
+        {**good, "expect_load_error": {"code": "X", "line": 1, "column": 1, "hint": "?"}},
+        {k: v for k, v in good.items() if k != "catalog_text"},
+    ):
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        with pytest.raises(vectorfile.VectorFormatError):
+            vectorfile.load(tmp_path / "bad.json")
