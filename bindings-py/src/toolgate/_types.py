@@ -97,7 +97,7 @@ class Problem:
 
     def location(self, policy_file: str | None = None, catalog_file: str | None = None) -> str:
         """``file:line:column`` (or ``file`` when there is no position)."""
-        name = {"policy": policy_file, "catalog": catalog_file}.get(self.origin) or self.origin
+        name = (policy_file if self.origin == "policy" else None) or catalog_file or self.origin
         if self.line == 0:
             return name
         return f"{name}:{self.line}:{self.column}"

@@ -6,7 +6,7 @@
 
 ``eval`` reads one call per line (raw bytes; blank lines skipped) and prints one
 decision per line. ``list`` prints the ``tools/list`` result. Exit codes: 0 ok,
-2 the rules could not be loaded, 64 usage.
+1 a file could not be read, 2 the rules could not be loaded, 64 usage.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import IO, NoReturn
 from ._rules import EngineFault, LoadError, RuleSet
 from ._types import dumps
 
+EXIT_FAILURE = 1
 EXIT_LOAD = 2
 EXIT_USAGE = 64
 _BLANK = b" \t\n\r\x0c"
@@ -33,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _split(value: str) -> list[str]:
-    return [item for item in value.split(",") if item]
+    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 def _parser() -> _Parser:
@@ -53,12 +54,18 @@ def _parser() -> _Parser:
 
 
 def _read(path: str, stderr: IO[str]) -> str | None:
+    """The file's text, or None after printing the Rust CLI's message."""
     try:
-        with open(path, encoding="utf-8", newline="") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        stderr.write(f"toolgate: {path}: {reason}\n")
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        reason = f"{e.strerror} (os error {e.errno})" if e.errno else str(e)
+        stderr.write(f"toolgate: cannot read {path}: {reason}\n")
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        stderr.write(f"toolgate: {path}: not valid UTF-8\n")
         return None
 
 
@@ -87,23 +94,25 @@ def main(
         context["allowed_tools"] = _split(args.allow)
     context_text = dumps(context)
 
-    catalog = _read(args.catalog, stderr)
-    if catalog is None:
-        return EXIT_LOAD
     policy = None
     if args.policy is not None:
         policy = _read(args.policy, stderr)
         if policy is None:
-            return EXIT_LOAD
+            return EXIT_FAILURE
+    catalog = _read(args.catalog, stderr)
+    if catalog is None:
+        return EXIT_FAILURE
     try:
         rules = RuleSet.load(catalog=catalog, policy=policy)
     except LoadError as e:
-        where = e.problem.location(args.policy, args.catalog)
-        stderr.write(f"toolgate: {where}: {e.problem.message} ({e.problem.code})\n")
+        problem = e.problem
+        where = problem.location(args.policy or args.catalog, args.catalog)
+        path = f"{problem.path}: " if problem.path else ""
+        stderr.write(f"toolgate: {where}: {path}{problem.message} ({problem.code})\n")
         return EXIT_LOAD
     except EngineFault as e:
         stderr.write(f"toolgate: {e.message} ({e.code})\n")
-        return EXIT_LOAD
+        return EXIT_FAILURE
 
     if args.command == "list":
         try:

@@ -1,0 +1,178 @@
+"""Agent side: route an agent's proposed tool calls to MCP servers, one turn at
+a time, through the engine's turn state machine (SPEC §6).
+
+    router = McpToolRouter(rules, [session], allowed_tools=route["mcp_tools"])
+    outcome = await router.run_turn(state, calls)              # state: a plain dict or None
+    save(outcome.state)                                         # persist it anywhere
+    outcome = await router.run_turn(saved, [], user_confirmed=True)
+
+Read-only calls that pass run at once; at most one transactional call is
+selected; one that needs confirmation waits in ``pending_tool_call`` with
+``transaction_status: AWAITING_CONFIRMATION``; the confirming turn runs that very
+call with ``confirmed: true``. The engine decides all of it: the router only
+runs what the turn's ``execute`` lists, with exactly those arguments.
+
+The state is trusted host storage: keep it server-side, never round-trip it
+through the model or the client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ._rules import RuleSet
+from ._types import Context, Surface, ToolCall, TurnState
+
+
+class ToolSession(Protocol):
+    """What the router needs of an MCP client session (``mcp.ClientSession``)."""
+
+    async def list_tools(self) -> Any: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ExecutedCall:
+    """One call the router ran: the MCP ``CallToolResult``, or the error raised."""
+
+    call: ToolCall
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not getattr(self.result, "isError", False)
+
+    @property
+    def structured(self) -> Any:
+        """The result's ``structuredContent`` (or its first text, parsed as JSON if it is)."""
+        if self.result is None:
+            return None
+        if getattr(self.result, "structuredContent", None) is not None:
+            return self.result.structuredContent
+        for block in getattr(self.result, "content", None) or ():
+            text = getattr(block, "text", None)
+            if text is not None:
+                try:
+                    return json.loads(text)
+                except ValueError:
+                    return text
+        return None
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """A turn's result: the state to persist and what ran."""
+
+    turn: TurnState
+    executed: tuple[ExecutedCall, ...] = field(default_factory=tuple)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The published state as a plain dict (``transaction_status``,
+        ``pending_tool_call``, ``available_mcp_tools``, ``selected_tool_call``,
+        ``tool_policy_result``, ``confirmation_required``,
+        ``confirmation_received``, ``execute``, ``results``)."""
+        return self.turn.as_dict()
+
+    @property
+    def transaction_status(self) -> str:
+        return self.turn.transaction_status
+
+
+def catalog_from_tools(tools: Iterable[Any]) -> str:
+    """An MCP ``tools/list`` result (JSON text) from ``mcp.types.Tool`` objects or dicts."""
+    out = []
+    for tool in tools:
+        if hasattr(tool, "model_dump"):
+            out.append(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
+        else:
+            out.append(dict(tool))
+    return json.dumps({"tools": out}, ensure_ascii=False)
+
+
+class McpToolRouter:
+    """Runs turns for one route: its allowlist (``mcp_tools``), scopes, surface."""
+
+    def __init__(
+        self,
+        rules: RuleSet,
+        sessions: ToolSession | Sequence[ToolSession] | Mapping[str, ToolSession],
+        *,
+        allowed_tools: Sequence[str] | None = None,
+        scopes: Sequence[str] | None = None,
+        surface: Surface = "confirming",
+    ) -> None:
+        self.rules = rules
+        self.context = Context(surface=surface, scopes=scopes, allowed_tools=allowed_tools)
+        self._by_tool: dict[str, ToolSession] | None = None
+        if isinstance(sessions, Mapping):
+            self._by_tool = dict(sessions)  # tool name -> session
+            self._sessions: list[ToolSession] = list(dict.fromkeys(sessions.values()))
+        elif isinstance(sessions, Sequence):
+            self._sessions = list(sessions)
+        else:
+            self._sessions = [sessions]
+
+    @classmethod
+    def from_env(
+        cls,
+        catalog: str | os.PathLike[str],
+        sessions: ToolSession | Sequence[ToolSession] | Mapping[str, ToolSession],
+        *,
+        env: Mapping[str, str] | None = None,
+        **route: Any,
+    ) -> McpToolRouter:
+        """The seed framework's set-up: the catalog (``tools.yaml``) and, when
+        ``TOOL_POLICIES_PATH`` is set, the policy file; without it, legacy rules."""
+        return cls(RuleSet.from_env(catalog, env=env), sessions, **route)
+
+    async def _session_for(self, name: str) -> ToolSession | None:
+        if self._by_tool is None:
+            index: dict[str, ToolSession] = {}
+            for session in self._sessions:
+                listed = await session.list_tools()
+                for tool in getattr(listed, "tools", listed):
+                    index.setdefault(tool.name if hasattr(tool, "name") else tool["name"], session)
+            self._by_tool = index
+        return self._by_tool.get(name)
+
+    def plan(
+        self,
+        state: Mapping[str, Any] | str | None,
+        calls: Iterable[Mapping[str, Any] | ToolCall] = (),
+        *,
+        user_confirmed: bool | None = None,
+    ) -> TurnState:
+        """The turn's decisions without running anything."""
+        return self.rules.turn(state or None, calls, user_confirmed=user_confirmed, context=self.context)
+
+    async def run_turn(
+        self,
+        state: Mapping[str, Any] | str | None,
+        calls: Iterable[Mapping[str, Any] | ToolCall] = (),
+        *,
+        user_confirmed: bool | None = None,
+    ) -> TurnOutcome:
+        """One turn: decide with the engine, then run exactly what it lists in
+        ``execute`` (in order), each on the MCP server that offers the tool."""
+        turn = self.plan(state, calls, user_confirmed=user_confirmed)
+        executed: list[ExecutedCall] = []
+        for call in turn.execute:
+            session = await self._session_for(call.name)
+            if session is None:
+                error = LookupError(f"no MCP server on this route offers `{call.name}`")
+                executed.append(ExecutedCall(call, error=error))
+                continue
+            try:
+                result = await session.call_tool(call.name, dict(call.arguments))
+            except Exception as e:  # a server that is down must not take the agent with it
+                executed.append(ExecutedCall(call, error=e))
+                continue
+            executed.append(ExecutedCall(call, result=result))
+        return TurnOutcome(turn=turn, executed=tuple(executed))
