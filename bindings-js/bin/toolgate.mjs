@@ -14,16 +14,20 @@ list prints the tools/list result the context may see.
 
 const EX_USAGE = 64;
 const EX_LOAD = 2;
-const EX_SOFTWARE = 70;
+const EX_FAILURE = 1;
 
 function usageError(/** @type {string} */ message) {
   process.stderr.write(`toolgate: ${message}\n${USAGE}`);
   process.exit(EX_USAGE);
 }
 
-/** @param {string} value */
-function list(value) {
-  return value.split(',').filter((item) => item !== '');
+// Rust's `char::is_whitespace` (Unicode White_Space), as the Rust CLI trims.
+const RUST_WS = '[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
+const TRIM = new RegExp(`^${RUST_WS}+|${RUST_WS}+$`, 'g');
+
+/** A comma-separated list: items trimmed, empty items skipped (`--scopes ""` is []). */
+function list(/** @type {string} */ value) {
+  return value.split(',').map((item) => item.replace(TRIM, '')).filter((item) => item !== '');
 }
 
 /** @param {string[]} argv */
@@ -68,20 +72,28 @@ function parseArgs(argv) {
   return { command, policyPath: flags['--policy'], catalogPath: flags['--catalog'], context: JSON.stringify(context) };
 }
 
-/** @param {string} path */
-function readText(path) {
+/** How Rust prints the common I/O errors. */
+const OS_ERRORS = /** @type {Record<string, string>} */ ({
+  ENOENT: 'No such file or directory (os error 2)',
+  EACCES: 'Permission denied (os error 13)',
+  EISDIR: 'Is a directory (os error 21)',
+});
+
+/** Reads a file as UTF-8 text; failures as the Rust CLI reports them (exit 1). */
+function readText(/** @type {string} */ path) {
   let bytes;
   try {
     bytes = readFileSync(path);
   } catch (e) {
-    process.stderr.write(`toolgate: ${path}: ${/** @type {Error} */ (e).message}\n`);
-    process.exit(EX_LOAD);
+    const err = /** @type {any} */ (e);
+    process.stderr.write(`toolgate: cannot read ${path}: ${OS_ERRORS[err.code] ?? err.message}\n`);
+    process.exit(EX_FAILURE);
   }
   try {
     return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
-    process.stderr.write(`toolgate: ${path}: stream did not contain valid UTF-8\n`);
-    process.exit(EX_LOAD);
+    process.stderr.write(`toolgate: ${path}: not valid UTF-8\n`);
+    process.exit(EX_FAILURE);
   }
 }
 
@@ -104,11 +116,12 @@ async function main() {
     if (e instanceof LoadError) {
       const file = e.origin === 'policy' && args.policyPath !== undefined ? args.policyPath : args.catalogPath;
       const at = e.line > 0 ? `:${e.line}:${e.column}` : '';
-      process.stderr.write(`toolgate: ${file}${at}: ${e.problemMessage} (${e.code})\n`);
+      const path = e.path ? `${e.path}: ` : '';
+      process.stderr.write(`toolgate: ${file}${at}: ${path}${e.problemMessage} (${e.code})\n`);
       process.exit(EX_LOAD);
     }
     process.stderr.write(`toolgate: ${/** @type {Error} */ (e).message}\n`);
-    process.exit(EX_SOFTWARE);
+    process.exit(EX_FAILURE);
   }
 
   if (args.command === 'list') {
@@ -117,7 +130,7 @@ async function main() {
       out = gate.listExposable(args.context).json;
     } catch (e) {
       process.stderr.write(`toolgate: ${/** @type {Error} */ (e).message} (${/** @type {any} */ (e).code})\n`);
-      process.exit(EX_SOFTWARE);
+      process.exit(EX_FAILURE);
     }
     process.stdout.write(out + '\n');
     return;

@@ -1,0 +1,146 @@
+// The conformance CLI: byte-identical to the vectors' expected bytes, and to
+// the Rust CLI (target/release/toolgate) when it has been built.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { cliRuns } from './lib/cli-cases.mjs';
+import { loadVectorFile, pkgDir, vectorFiles, vectorsDir } from './lib/vectors.mjs';
+
+const bin = join(pkgDir, 'bin', 'toolgate.mjs');
+const rustCli = process.env.TOOLGATE_RUST_CLI ? resolve(process.env.TOOLGATE_RUST_CLI) : resolve(pkgDir, '..', 'target', 'release', 'toolgate');
+const haveRust = existsSync(rustCli);
+const fixtures = join(vectorsDir, 'fixtures');
+
+/** @param {string[]} args @param {Buffer | string} [stdin] */
+function node(args, stdin = '') {
+  return spawnSync(process.execPath, [bin, ...args], { input: stdin, cwd: pkgDir, maxBuffer: 1 << 28 });
+}
+/** @param {string[]} args @param {Buffer | string} [stdin] */
+function rust(args, stdin = '') {
+  return spawnSync(rustCli, args, { input: stdin, cwd: pkgDir, maxBuffer: 1 << 28 });
+}
+
+const scratch = mkdtempSync(join(tmpdir(), 'toolgate-cli-vectors-'));
+
+/** Inline policy_text / catalog_text go to files, so every vector file runs through the CLI. */
+function onDisk(/** @type {ReturnType<typeof loadVectorFile>} */ file) {
+  const base = join(scratch, file.path.split('/').pop().replace(/\.json$/, ''));
+  let { policy_path: policyPath, catalog_path: catalogPath } = file;
+  if (policyPath === null && file.policy_text !== null) writeFileSync(policyPath = `${base}.policy.yaml`, file.policy_text);
+  if (catalogPath === null) writeFileSync(catalogPath = `${base}.catalog`, file.catalog_text);
+  return { ...file, policy_path: policyPath, catalog_path: catalogPath };
+}
+
+for (const path of vectorFiles()) {
+  const file = onDisk(loadVectorFile(path));
+  test(`cli eval/list = expected bytes: ${path.split('/').pop()}`, () => {
+    if (file.expect_load_error) {
+      const r = node(['list', ...(file.policy_path ? ['--policy', file.policy_path] : []), '--catalog', file.catalog_path]);
+      assert.equal(r.status, 2, r.stderr.toString());
+      assert.match(r.stderr.toString(), new RegExp(`\\(${file.expect_load_error.code}\\)\\n$`));
+      if (haveRust) {
+        const rr = rust(['list', ...(file.policy_path ? ['--policy', file.policy_path] : []), '--catalog', file.catalog_path]);
+        assert.equal(r.stderr.toString(), rr.stderr.toString());
+        assert.equal(r.status, rr.status);
+      }
+      return;
+    }
+    for (const run of cliRuns(file)) {
+      const r = node(run.args, run.stdin);
+      assert.equal(r.status, 0, r.stderr.toString());
+      assert.equal(r.stdout.toString(), run.expect, `${run.args.join(' ')}: ${run.names.join(', ')}`);
+      if (haveRust) {
+        const rr = rust(run.args, run.stdin);
+        assert.ok(r.stdout.equals(rr.stdout), `differs from the Rust CLI: ${run.args.join(' ')}`);
+        assert.equal(r.status, rr.status);
+      }
+    }
+  });
+}
+
+// Edge cases of the CLI contract itself, checked against the engine's own
+// answers (and against the Rust CLI when it is there).
+const plans = ['--policy', join(fixtures, 'plans-policy.yaml'), '--catalog', join(fixtures, 'plans-catalog.json')];
+const calls = [
+  '{"name":"consultar_plano","arguments":{"customer_id":"1"}}',
+  '{"name":"alterar_plano","arguments":{"customer_id":"1","new_plan_id":"GOLD"}}',
+];
+
+test('cli: blank lines skipped, CRLF stripped, last line without newline, raw bytes', () => {
+  const stdin = Buffer.concat([
+    Buffer.from(`${calls[0]}\r\n  \t\n\n\r\n${calls[1]}\n`),
+    Buffer.from([0x7b, 0x22, 0x6e, 0x61, 0x6d, 0x65, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d, 0x0a]), // invalid UTF-8
+    Buffer.from(calls[0]),
+  ]);
+  const r = node(['eval', ...plans], stdin);
+  assert.equal(r.status, 0, r.stderr.toString());
+  const lines = r.stdout.toString().split('\n');
+  assert.equal(lines.length, 5);
+  assert.equal(lines[4], '');
+  assert.equal(JSON.parse(lines[0]).ok, true);
+  assert.equal(JSON.parse(lines[1]).error.code, 'CONFIRMATION_REQUIRED');
+  assert.equal(JSON.parse(lines[2]).error.code, 'BAD_REQUEST');
+  assert.equal(lines[3], lines[0]);
+  if (haveRust) assert.ok(r.stdout.equals(rust(['eval', ...plans], stdin).stdout));
+});
+
+test('cli: context flags (--surface, --scopes "", trimmed lists, --allow, --flag=value)', () => {
+  const seed = ['--catalog', join(fixtures, 'seed-catalog.json')];
+  const read = '{"name":"get_capabilities","arguments":{}}\n';
+  const cases = [
+    [[], null],
+    [['--scopes', ''], 'SCOPE_DENIED'],
+    [['--scopes', ' mcp:read , ,'], null],
+    [['--scopes=mcp:write'], 'SCOPE_DENIED'],
+    [['--allow', 'wa_health'], 'NOT_FOUND'],
+    [['--allow', 'wa_health,get_capabilities', '--surface', 'direct'], null],
+  ];
+  for (const [flags, code] of cases) {
+    const r = node(['eval', ...seed, ...flags], read);
+    assert.equal(r.status, 0, r.stderr.toString());
+    assert.equal(JSON.parse(r.stdout.toString()).error?.code ?? null, code, flags.join(' '));
+    if (haveRust) assert.ok(r.stdout.equals(rust(['eval', ...seed, ...flags], read).stdout), flags.join(' '));
+  }
+  const direct = node(['list', ...seed, '--surface', 'direct']);
+  const names = JSON.parse(direct.stdout.toString()).tools.map((t) => t.name);
+  assert.ok(names.length > 0 && !names.includes('wa_send_text'));
+});
+
+test('cli: usage errors exit 64, load errors exit 2 with file:line:column', () => {
+  for (const args of [[], ['frob'], ['eval'], ['eval', '--catalog'], ['eval', '--catalog', 'x', '--surface', 'sideways'], ['list', '--catalog', 'x', '--nope']]) {
+    const r = node(args);
+    assert.equal(r.status, 64, `${args.join(' ')}: ${r.stderr}`);
+    if (haveRust) assert.equal(rust(args).status, 64, args.join(' '));
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'toolgate-cli-'));
+  const policy = join(dir, 'policy.yaml');
+  writeFileSync(policy, 'version: 1\ndefaults:\n  require_confirmation: "true"\n');
+  const r = node(['list', '--policy', policy, '--catalog', join(fixtures, 'plans-catalog.json')]);
+  assert.equal(r.status, 2);
+  assert.match(r.stderr.toString(), new RegExp(`^toolgate: ${policy.replace(/[.]/g, '\\.')}:3:\\d+: .* \\(POLICY_[A-Z_]+\\)\\n$`));
+  const catalog = join(dir, 'catalog.json');
+  writeFileSync(catalog, '{"tools": [}');
+  const c = node(['list', '--catalog', catalog]);
+  assert.equal(c.status, 2);
+  assert.match(c.stderr.toString(), /^toolgate: .*catalog\.json:1:\d+: .* \(CATALOG_SYNTAX\)\n$/);
+  if (haveRust) {
+    for (const args of [['list', '--policy', policy, '--catalog', join(fixtures, 'plans-catalog.json')], ['list', '--catalog', catalog], ['list', '--catalog', join(dir, 'missing.json')]]) {
+      const a = node(args); const b = rust(args);
+      assert.equal(a.stderr.toString(), b.stderr.toString(), args.join(' '));
+      assert.equal(a.status, b.status, args.join(' '));
+    }
+  }
+});
+
+test('cli: npx toolgate runs this package\'s bin', () => {
+  const r = spawnSync('npx', ['--no-install', 'toolgate', 'list', ...plans], { cwd: pkgDir });
+  assert.equal(r.status, 0, r.stderr.toString());
+  assert.deepEqual(r.stdout, node(['list', ...plans]).stdout);
+});
+
+test(`cli parity with the Rust CLI (${haveRust ? rustCli : 'not built: skipped'})`, { skip: !haveRust }, () => {
+  assert.ok(haveRust);
+});

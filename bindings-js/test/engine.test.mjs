@@ -1,0 +1,162 @@
+// The API: typed decisions keeping the canonical bytes, errors with codes,
+// host faults (SPEC §7), trap recovery, loading from a compiled module.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  CONTRACT_VERSION, Decision, EngineTrapError, HOST_FAULTS, InputTooLargeError, LoadError, MAX_INPUT_BYTES,
+  ProblemError, Toolgate, ToolgateError, compileCoreModule,
+} from '../src/index.js';
+import { vectorsDir } from './lib/vectors.mjs';
+
+const fixtures = join(vectorsDir, 'fixtures');
+const seedCatalog = readFileSync(join(fixtures, 'seed-catalog.json'), 'utf8');
+const plansPolicy = readFileSync(join(fixtures, 'plans-policy.yaml'), 'utf8');
+const plansCatalog = readFileSync(join(fixtures, 'plans-catalog.json'), 'utf8');
+const kInjectTrap = Symbol.for('toolgate.test.injectTrap');
+
+const seed = await Toolgate.load({ catalog: seedCatalog });
+const plans = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+const readCall = { name: 'get_capabilities', arguments: {} };
+
+test('host-fault bytes embedded in the package equal tests/vectors/host-faults.json', () => {
+  const file = JSON.parse(readFileSync(join(vectorsDir, 'host-faults.json'), 'utf8'));
+  assert.deepEqual({ ...HOST_FAULTS }, file.faults);
+  assert.equal(MAX_INPUT_BYTES, file.limits.max_input_bytes);
+});
+
+test('a decision is typed and keeps the exact canonical bytes', () => {
+  const d = plans.evaluate({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } });
+  assert.ok(d instanceof Decision);
+  assert.equal(d.ok, false);
+  assert.equal(d.code, 'CONFIRMATION_REQUIRED');
+  assert.equal(d.retryable, true);
+  assert.equal(d.tool, 'alterar_plano');
+  assert.equal(d.metadata.policy_revision, plans.revision);
+  assert.equal(String(d), d.json);
+  assert.ok(d.json.startsWith('{"ok":false,"error":{"code":"CONFIRMATION_REQUIRED"'));
+  // The same call as object, text and bytes gives the same bytes.
+  const text = '{"name":"alterar_plano","arguments":{"customer_id":"1","new_plan_id":"GOLD"}}';
+  assert.equal(plans.evaluate(text).json, d.json);
+  assert.equal(plans.evaluate(new TextEncoder().encode(text)).json, d.json);
+  assert.equal(plans.evaluate(Buffer.from(`xx${text}`).subarray(2)).json, d.json);
+  const ok = plans.evaluate({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD', confirmed: true } });
+  assert.equal(ok.ok, true);
+  assert.equal(ok.error, null);
+  assert.equal(ok.code, null);
+});
+
+test('context: object (allowedTools or allowed_tools), JSON text, or nothing', () => {
+  assert.equal(seed.evaluate(readCall).ok, true);
+  assert.equal(seed.evaluate(readCall, { scopes: [] }).code, 'SCOPE_DENIED');
+  assert.equal(seed.evaluate(readCall, { scopes: ['mcp:read'] }).ok, true);
+  assert.equal(seed.evaluate(readCall, { allowedTools: ['wa_health'] }).code, 'NOT_FOUND');
+  assert.equal(seed.evaluate(readCall, { allowed_tools: ['wa_health'] }).code, 'NOT_FOUND');
+  assert.equal(seed.evaluate(readCall, '{"surface":"direct"}').ok, true);
+  // A bad context is a deny decision from the engine, not an exception.
+  const bad = seed.evaluate(readCall, { surface: 'sideways' });
+  assert.equal(bad.ok, false);
+  assert.ok(bad.code);
+});
+
+test('listExposable: direct surface lists only the read tools that need no confirmation', () => {
+  const all = seed.listExposable();
+  assert.equal(all.tools.length, 34);
+  const direct = seed.listExposable({ surface: 'direct' });
+  assert.ok(direct.names.length > 0 && direct.names.length < 34);
+  for (const t of direct.tools) assert.equal(t.annotations.readOnlyHint, true, t.name);
+  assert.deepEqual(direct.names, [...direct.names].sort());
+  const scoped = seed.listExposable({ scopes: ['bob:consult'] });
+  assert.ok(scoped.names.includes('bob_ask') && !scoped.names.includes('wa_health'));
+});
+
+test('errors are Error subclasses with stable codes', async () => {
+  await assert.rejects(Toolgate.load({ policy: 'version: 1\nbogus: true\n', catalog: plansCatalog }), (e) => {
+    assert.ok(e instanceof LoadError && e instanceof ProblemError && e instanceof ToolgateError && e instanceof Error);
+    assert.equal(e.code, 'POLICY_UNKNOWN_KEY');
+    assert.equal(e.origin, 'policy');
+    assert.equal(e.line, 2);
+    assert.equal(e.column, 1);
+    return true;
+  });
+  await assert.rejects(Toolgate.load({ catalog: '{"tools": 3}' }), (e) => e instanceof LoadError && e.origin === 'catalog' && /^CATALOG_/.test(e.code));
+  assert.throws(() => seed.listExposable({ surface: 'sideways' }), (e) => e instanceof ProblemError && e.code === 'CONTEXT_INVALID_VALUE');
+  assert.throws(() => seed.listExposable('{'), (e) => e instanceof ProblemError && e.code === 'CONTEXT_SYNTAX');
+  await assert.rejects(Toolgate.load({ catalog: 42 }), TypeError);
+});
+
+test('stripFields asks the component, per tool schema', () => {
+  assert.deepEqual([...plans.stripFields('alterar_plano')], ['confirmed', 'confirmation']);
+  assert.deepEqual([...plans.stripFields('cancelar_conta')], ['confirmation']);
+  assert.deepEqual([...seed.stripFields('wa_send_text')], ['confirmation']);
+});
+
+test('turn: the state machine, state in and state out', () => {
+  const input = { context: { surface: 'confirming' }, calls: [{ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } }] };
+  const first = plans.turn(null, input);
+  assert.equal(first.value.transaction_status, 'AWAITING_CONFIRMATION');
+  assert.ok(first.value.pending_tool_call);
+  const second = plans.turn(first.json, { context: { surface: 'confirming' }, calls: [], user_confirmed: true });
+  assert.equal(second.value.confirmation_received, true);
+  assert.deepEqual(second.value.execute, [input.calls[0]]);
+  assert.equal(second.value.transaction_status, 'EXECUTING');
+  assert.throws(() => plans.turn('{', input), (e) => e instanceof ProblemError && e.origin === 'state');
+});
+
+test('inputs over 4 MiB get INPUT_TOO_LARGE without reaching the component', () => {
+  const pad = 'x'.repeat(MAX_INPUT_BYTES);
+  const big = seed.evaluate(`{"name":"wa_health","arguments":{"pad":"${pad}"}}`);
+  assert.equal(big.json, HOST_FAULTS.INPUT_TOO_LARGE);
+  assert.equal(seed.evaluate(new Uint8Array(MAX_INPUT_BYTES + 1)).json, HOST_FAULTS.INPUT_TOO_LARGE);
+  const ctx = JSON.stringify({ scopes: ['é'.repeat(MAX_INPUT_BYTES / 2)] }); // fewer chars than bytes
+  assert.ok(ctx.length < MAX_INPUT_BYTES);
+  assert.equal(seed.evaluate(readCall, ctx).json, HOST_FAULTS.INPUT_TOO_LARGE);
+  assert.throws(() => seed.listExposable(ctx), (e) => e instanceof InputTooLargeError && e.code === 'INPUT_TOO_LARGE');
+  // Exactly at the limit still reaches the component (and gets its own answer).
+  const exact = new Uint8Array(MAX_INPUT_BYTES).fill(0x20);
+  assert.notEqual(seed.evaluate(exact).code, 'INPUT_TOO_LARGE');
+  assert.equal(seed.evaluate(readCall).ok, true);
+});
+
+test('a real trap in the component denies with ENGINE_TRAP, and the next call is served', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const call = { name: 'consultar_plano', arguments: { customer_id: '1' } };
+  const before = gate.evaluate(call);
+  assert.equal(before.ok, true);
+  const raw = gate[Symbol.for('toolgate.test.rawExports')];
+  gate[kInjectTrap]();
+  const trapped = gate.evaluate(call);
+  assert.equal(trapped.json, HOST_FAULTS.ENGINE_TRAP);
+  assert.equal(trapped.ok, false);
+  assert.equal(gate.recoveries, 1);
+  // The trap was real: the old instance's allocator entry point still traps.
+  assert.throws(() => raw.cabi_realloc(0, 0, 8, 0xfffffff0), WebAssembly.RuntimeError);
+  assert.notEqual(gate[Symbol.for('toolgate.test.rawExports')], raw, 'a new instance');
+  const after = gate.evaluate(call);
+  assert.equal(after.json, before.json, 'the next call is served by reloaded rules');
+  // A trap on list/turn throws EngineTrapError, then the gate works again.
+  gate[kInjectTrap]();
+  assert.throws(() => gate.listExposable(), (e) => e instanceof EngineTrapError && e.code === 'ENGINE_TRAP');
+  assert.equal(gate.listExposable().names.length, 4);
+  assert.equal(gate.recoveries, 2);
+  gate.close();
+  assert.throws(() => gate.evaluate(call), (e) => e instanceof ToolgateError && e.code === 'CLOSED');
+});
+
+test('loads from an already compiled WebAssembly.Module, sync and async, and checks the contract version', async () => {
+  const module = await compileCoreModule();
+  assert.ok(module instanceof WebAssembly.Module);
+  const a = Toolgate.fromModule({ module, policy: plansPolicy, catalog: plansCatalog });
+  const b = await Toolgate.load({ module: Promise.resolve(module), policy: plansPolicy, catalog: plansCatalog });
+  const c = await Toolgate.load({ module: readFileSync(new URL('../gen/toolgate_policy.core.wasm', import.meta.url)), policy: plansPolicy, catalog: plansCatalog });
+  for (const g of [a, b, c]) assert.equal(g.revision, plans.revision);
+  assert.equal(CONTRACT_VERSION, '0.1.0');
+  assert.throws(() => new Toolgate(/** @type {any} */ ({}), { catalog: plansCatalog }), TypeError);
+});
+
+test('policy absent means legacy: the catalog decides', async () => {
+  const legacy = await Toolgate.load({ catalog: plansCatalog });
+  assert.notEqual(legacy.revision, plans.revision);
+  assert.equal(legacy.evaluate({ name: 'listar_planos' }).ok, true);
+});
