@@ -1,0 +1,157 @@
+"""SPEC §6 through the agent-side router, against the real retail demo server
+over stdio (the official mcp client): the return's handler runs exactly once,
+only after confirmation, with the same arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import BINDINGS, EXAMPLES
+
+sys.path.insert(0, str(BINDINGS / "examples" / "retail"))
+import conversation  # noqa: E402
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+from toolgate import RuleSet  # noqa: E402
+from toolgate.router import McpToolRouter  # noqa: E402
+
+CATALOG = EXAMPLES / "retail" / "tools.yaml"
+POLICY = EXAMPLES / "retail" / "tool_policies.yaml"
+TURN1, TURN2 = conversation.MESSAGES
+
+
+def _runs(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+async def _two_turns(log: Path, *, env: dict[str, str], protect: bool, second: str = TURN2) -> dict[str, Any]:
+    params = conversation.server_params(protect=protect, env={"RETAIL_DEMO_LOG": str(log), **env})
+    seen: dict[str, Any] = {}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        router = McpToolRouter.from_env(CATALOG, session, env=env, allowed_tools=conversation.ROUTE["mcp_tools"])
+        calls, confirmed = conversation.keyword_agent(TURN1, None)
+        first = await router.run_turn(None, calls, user_confirmed=confirmed)
+        seen["first"] = first
+        seen["runs_after_first"] = _runs(log)
+        stored = json.loads(json.dumps(first.state))  # the app persists a plain dict
+        calls, confirmed = conversation.keyword_agent(second, stored)
+        seen["second_input"] = (calls, confirmed)
+        seen["second"] = await router.run_turn(stored, calls, user_confirmed=confirmed)
+        seen["runs_after_second"] = _runs(log)
+        if protect:
+            # The protected server refuses an unconfirmed return on its own.
+            direct = await session.call_tool(
+                "solicitar_devolucao", {"order_id": "123", "reason": "me arrependi da compra"}
+            )
+            seen["direct"] = direct
+            seen["runs_after_direct"] = _runs(log)
+    return seen
+
+
+def _check_confirmed_flow(seen: dict[str, Any], policy_source: str) -> None:
+    first, second = seen["first"], seen["second"]
+    assert first.transaction_status == "AWAITING_CONFIRMATION"
+    assert first.state["pending_tool_call"] == {
+        "name": "solicitar_devolucao",
+        "arguments": {"order_id": "123", "reason": "me arrependi da compra"},
+    }
+    assert first.state["confirmation_required"] is True and first.state["confirmation_received"] is False
+    assert first.state["available_mcp_tools"] == ["consultar_pedido", "solicitar_devolucao"]
+    assert first.state["tool_policy_result"]["metadata"]["policy_source"] == policy_source
+    # The read-only lookup ran at once; the return did not.
+    assert [(r.call.name, r.ok) for r in first.executed] == [("consultar_pedido", True)]
+    assert first.executed[0].structured == {"order_id": "123", "status": "ENTREGUE"}
+    assert seen["runs_after_first"] == []
+
+    assert seen["second_input"] == ([], True)
+    assert second.transaction_status == "EXECUTING"
+    assert second.state["pending_tool_call"] is None
+    assert second.state["confirmation_received"] is True
+    assert second.state["selected_tool_call"] == first.state["pending_tool_call"]
+    assert [r.call.name for r in second.executed] == ["solicitar_devolucao"]
+    assert second.executed[0].ok, second.executed[0]
+    assert second.executed[0].structured["status"] == "DEVOLUCAO_ABERTA"
+    # Exactly one run of the handler, with the pending call's arguments + confirmed.
+    assert seen["runs_after_second"] == [{"order_id": "123", "reason": "me arrependi da compra", "confirmed": True}]
+
+
+def test_return_runs_once_and_only_after_confirmation(tmp_path: Path) -> None:
+    seen = asyncio.run(_two_turns(tmp_path / "runs.jsonl", env={"TOOL_POLICIES_PATH": str(POLICY)}, protect=False))
+    _check_confirmed_flow(seen, "tool_policies")
+
+
+def test_legacy_rules_without_tool_policies_path(tmp_path: Path) -> None:
+    seen = asyncio.run(_two_turns(tmp_path / "runs.jsonl", env={"TOOL_POLICIES_PATH": ""}, protect=False))
+    _check_confirmed_flow(seen, "tools_yaml")
+
+
+def test_protected_server_agrees_and_refuses_unconfirmed_calls(tmp_path: Path) -> None:
+    seen = asyncio.run(_two_turns(tmp_path / "runs.jsonl", env={"TOOL_POLICIES_PATH": str(POLICY)}, protect=True))
+    _check_confirmed_flow(seen, "tool_policies")
+    direct = seen["direct"]
+    assert direct.isError and direct.structuredContent["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert json.loads(direct.content[0].text) == direct.structuredContent
+    assert len(seen["runs_after_direct"]) == 1
+
+
+def test_refusal_cancels_and_nothing_runs(tmp_path: Path) -> None:
+    seen = asyncio.run(
+        _two_turns(tmp_path / "runs.jsonl", env={"TOOL_POLICIES_PATH": str(POLICY)}, protect=False, second="Não, cancela.")
+    )
+    assert seen["second"].transaction_status == "CANCELLED"
+    assert seen["second"].executed == ()
+    assert seen["runs_after_second"] == []
+
+
+class FakeSession:
+    """A stand-in session for routing checks that need no server."""
+
+    def __init__(self, tools: list[str], fail: bool = False) -> None:
+        self.tools = tools
+        self.fail = fail
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def list_tools(self) -> list[dict[str, str]]:
+        return [{"name": t} for t in self.tools]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        self.calls.append((name, dict(arguments or {})))
+        if self.fail:
+            raise ConnectionError("server down")
+        return {"ran": name}
+
+
+def test_router_routes_by_tool_and_survives_a_down_server() -> None:
+    rules = RuleSet.from_files(CATALOG, POLICY)
+    down = FakeSession(["consultar_pedido"], fail=True)
+    other = FakeSession(["solicitar_devolucao"])
+    router = McpToolRouter(rules, [down, other])
+    calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
+    outcome = asyncio.run(router.run_turn(None, calls))
+    assert outcome.transaction_status == "NONE"
+    assert [(r.call.name, r.ok, type(r.error).__name__) for r in outcome.executed] == [
+        ("consultar_pedido", False, "ConnectionError")
+    ]
+    assert other.calls == []
+
+
+def test_allowlist_is_not_a_list_of_calls() -> None:
+    rules = RuleSet.from_files(CATALOG, POLICY)
+    session = FakeSession(["consultar_pedido", "solicitar_devolucao"])
+    router = McpToolRouter(rules, session, allowed_tools=["consultar_pedido"])
+    outcome = asyncio.run(router.run_turn(None, []))
+    assert outcome.executed == () and session.calls == []
+    assert outcome.state["available_mcp_tools"] == ["consultar_pedido"]
+    blocked = asyncio.run(
+        router.run_turn(None, [{"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "r"}}])
+    )
+    assert blocked.state["results"][0]["decision"]["error"]["code"] == "NOT_FOUND"
+    assert session.calls == []
