@@ -1,0 +1,207 @@
+// The middleware with the SDK's real client: the example server over stdio,
+// and McpServer over the in-memory transport.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import { Toolgate } from '../src/index.js';
+import { guardServer } from '../src/mcp.js';
+import { pkgDir, vectorsDir } from './lib/vectors.mjs';
+
+const fixtures = join(vectorsDir, 'fixtures');
+const seedPath = join(fixtures, 'seed-catalog.json');
+const seed = JSON.parse(readFileSync(seedPath, 'utf8'));
+const readTools = seed.tools.filter((t) => t.effect === 'read').map((t) => t.name).sort();
+
+test('the example\'s copy of the seed catalog is the repo\'s', () => {
+  assert.equal(readFileSync(join(pkgDir, 'examples/seed-server/seed-catalog.json'), 'utf8'), readFileSync(seedPath, 'utf8'));
+});
+
+async function startSeedServer(/** @type {Record<string, string>} */ env) {
+  const dir = mkdtempSync(join(tmpdir(), 'toolgate-mcp-'));
+  const ranLog = join(dir, 'ran.jsonl');
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [join(pkgDir, 'examples/seed-server/server.mjs'), '--catalog', seedPath],
+    env: { PATH: process.env.PATH ?? '', TOOLGATE_RAN_LOG: ranLog, ...env },
+    stderr: 'inherit',
+    cwd: pkgDir,
+  });
+  const client = new Client({ name: 'toolgate-test', version: '1.0.0' });
+  await client.connect(transport);
+  const ran = () => existsSync(ranLog) ? readFileSync(ranLog, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
+  return { client, ran };
+}
+
+test('stdio, confirming surface: reads pass, a send without confirmed: true never reaches its handler', async () => {
+  const { client, ran } = await startSeedServer({ TOOLGATE_SURFACE: 'confirming', TOOLGATE_SCOPES: 'mcp:read,mcp:write' });
+  try {
+    const { tools } = await client.listTools();
+    const names = tools.map((t) => t.name);
+    assert.ok(names.includes('send_whatsapp') && names.includes('get_capabilities'));
+    assert.ok(!names.includes('bob_ask'), 'bob:consult not granted: not listed');
+    const send = tools.find((t) => t.name === 'send_whatsapp');
+    assert.equal(send.annotations.readOnlyHint, false);
+    assert.equal(tools.find((t) => t.name === 'get_capabilities').annotations.readOnlyHint, true);
+
+    const read = await client.callTool({ name: 'get_capabilities', arguments: {} });
+    assert.ok(!read.isError, JSON.stringify(read));
+    assert.deepEqual(ran().map((r) => r.tool), ['get_capabilities']);
+
+    const args = { to: '+5511999999999', text: 'oi', idempotency_key: 'send-0001' };
+    const blocked = await client.callTool({ name: 'send_whatsapp', arguments: args });
+    assert.equal(blocked.isError, true);
+    const decision = JSON.parse(blocked.content[0].text);
+    assert.equal(decision.error.code, 'CONFIRMATION_REQUIRED');
+    assert.deepEqual(blocked.structuredContent, decision);
+    const stringTrue = await client.callTool({ name: 'send_whatsapp', arguments: { ...args, confirmed: 'true' } });
+    assert.equal(stringTrue.isError, true);
+    assert.deepEqual(ran().map((r) => r.tool), ['get_capabilities'], 'the send handler never ran');
+
+    // Confirmed: it runs, without the engine field its schema does not declare.
+    const sent = await client.callTool({ name: 'send_whatsapp', arguments: { ...args, confirmed: true, confirmation: true } });
+    assert.ok(!sent.isError, JSON.stringify(sent));
+    const last = ran().at(-1);
+    assert.equal(last.tool, 'send_whatsapp');
+    assert.deepEqual(last.arguments, { ...args, confirmed: true });
+
+    // Not granted: SCOPE_DENIED, carried as the decision.
+    const denied = await client.callTool({ name: 'bob_ask', arguments: { conversation_id: 'c1', question: 'q' } });
+    assert.equal(JSON.parse(denied.content[0].text).error.code, 'SCOPE_DENIED');
+    assert.equal(ran().length, 2);
+  } finally {
+    await client.close();
+  }
+});
+
+test('stdio, direct surface: only the read tools are listed; others answer as unknown tools', async () => {
+  const { client, ran } = await startSeedServer({ TOOLGATE_SURFACE: 'direct' });
+  try {
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((t) => t.name).sort(), readTools);
+    for (const t of tools) assert.equal(t.annotations.readOnlyHint, true);
+    const hidden = await client.callTool({ name: 'send_whatsapp', arguments: { to: 'x', text: 'y', confirmed: true, idempotency_key: 'send-0001' } });
+    const unknown = await client.callTool({ name: 'no_such_tool', arguments: {} });
+    assert.deepEqual(hidden, { content: [{ type: 'text', text: 'MCP error -32602: Tool send_whatsapp not found' }], isError: true });
+    assert.equal(unknown.content[0].text, 'MCP error -32602: Tool no_such_tool not found');
+    assert.deepEqual(ran(), []);
+    const read = await client.callTool({ name: 'get_inbox_summary', arguments: {} });
+    assert.ok(!read.isError);
+    assert.deepEqual(ran().map((r) => r.tool), ['get_inbox_summary']);
+  } finally {
+    await client.close();
+  }
+});
+
+// McpServer (zod tools) in memory: a hidden tool answers byte for byte as the
+// SDK answers a tool it does not have; strip-fields before the handler.
+const plansPolicy = readFileSync(join(fixtures, 'plans-policy.yaml'), 'utf8');
+const plansCatalog = readFileSync(join(fixtures, 'plans-catalog.json'), 'utf8');
+
+function plansServer(/** @type {any[]} */ ran) {
+  const server = new McpServer({ name: 'plans', version: '1.0.0' });
+  const record = (/** @type {string} */ name) => async (/** @type {any} */ args) => {
+    ran.push({ name, args });
+    return { content: [{ type: 'text', text: `${name} ran` }] };
+  };
+  server.registerTool('consultar_plano', { inputSchema: { customer_id: z.string() } }, record('consultar_plano'));
+  server.registerTool('alterar_plano', { inputSchema: { customer_id: z.string(), new_plan_id: z.string().optional() } }, record('alterar_plano'));
+  server.registerTool('cancelar_conta', { inputSchema: { customer_id: z.string(), confirmed: z.boolean().optional() } }, record('cancelar_conta'));
+  return server;
+}
+
+async function connect(/** @type {any} */ server, authInfo) {
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 't', version: '1' });
+  if (authInfo) {
+    const send = clientSide.send.bind(clientSide);
+    clientSide.send = (message, options) => send(message, { ...options, authInfo });
+  }
+  await client.connect(clientSide);
+  return client;
+}
+
+test('McpServer: hidden tool = the SDK\'s unknown-tool answer; confirmed stripped where undeclared', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const ran = [];
+  let surface = 'direct';
+  const guarded = guardServer(plansServer(ran), { gate, context: () => ({ surface }) });
+  const client = await connect(guarded);
+  // The same SDK, unguarded, asked for a tool it does not have.
+  const bareServer = new McpServer({ name: 'bare', version: '1' });
+  bareServer.registerTool('other', { inputSchema: {} }, async () => ({ content: [] }));
+  const bareClient = await connect(bareServer);
+  try {
+    const listed = (await client.listTools()).tools.map((t) => t.name);
+    assert.deepEqual(listed, ['consultar_plano']);
+    const hidden = await client.callTool({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD', confirmed: true } });
+    const sdkUnknown = await bareClient.callTool({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD', confirmed: true } });
+    assert.deepEqual(hidden, sdkUnknown);
+    assert.deepEqual(ran, []);
+
+    surface = 'confirming';
+    const blocked = await client.callTool({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } });
+    assert.equal(blocked.isError, true);
+    assert.equal(blocked.structuredContent.error.code, 'CONFIRMATION_REQUIRED');
+    assert.equal(blocked.content[0].text, gate.evaluate({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } }).json);
+    const ok = await client.callTool({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD', confirmed: true } });
+    assert.ok(!ok.isError, JSON.stringify(ok));
+    assert.deepEqual(ran.at(-1), { name: 'alterar_plano', args: { customer_id: '1', new_plan_id: 'GOLD' } });
+    // cancelar_conta declares `confirmed`: it reaches the handler.
+    await client.callTool({ name: 'cancelar_conta', arguments: { customer_id: '1', confirmed: true } });
+    assert.deepEqual(ran.at(-1), { name: 'cancelar_conta', args: { customer_id: '1', confirmed: true } });
+    // Tools registered after guarding are guarded too.
+    assert.equal((await client.listTools()).tools.length, 3);
+  } finally {
+    await client.close();
+    await bareClient.close();
+  }
+});
+
+test('default context: scopes from the request\'s auth info', async () => {
+  const published = JSON.stringify({ formatVersion: 1, tools: [
+    { name: 'read_a', description: 'reads', effect: 'read', scopes: ['a:read'], inputSchema: { type: 'object', properties: {} } },
+  ] });
+  const gate = await Toolgate.load({ catalog: published });
+  const server = new McpServer({ name: 's', version: '1' });
+  const ran = [];
+  server.registerTool('read_a', { inputSchema: {} }, async () => { ran.push('read_a'); return { content: [] }; });
+  guardServer(server, { gate });
+  const without = await connect(server, { token: 't', clientId: 'c', scopes: ['b:read'] });
+  const denied = await without.callTool({ name: 'read_a', arguments: {} });
+  assert.equal(JSON.parse(denied.content[0].text).error.code, 'SCOPE_DENIED');
+  assert.deepEqual((await without.listTools()).tools, []);
+  await without.close();
+  const server2 = new McpServer({ name: 's', version: '1' });
+  server2.registerTool('read_a', { inputSchema: {} }, async () => { ran.push('read_a'); return { content: [] }; });
+  guardServer(server2, { gate });
+  const withScope = await connect(server2, { token: 't', clientId: 'c', scopes: ['a:read'] });
+  const ok = await withScope.callTool({ name: 'read_a', arguments: {} });
+  assert.ok(!ok.isError, JSON.stringify(ok));
+  assert.deepEqual(ran, ['read_a']);
+  await withScope.close();
+});
+
+test('structuredContent: auto leaves it out where the tool declares an outputSchema (SDK v1 clients validate error results)', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  for (const [mode, expectStructured] of [['auto', false], ['never', false]]) {
+    const server = new McpServer({ name: 'o', version: '1' });
+    server.registerTool('alterar_plano', { inputSchema: { customer_id: z.string(), new_plan_id: z.string() }, outputSchema: { plan: z.string() } },
+      async () => ({ content: [], structuredContent: { plan: 'GOLD' } }));
+    guardServer(server, { gate, structuredContent: mode });
+    const client = await connect(server);
+    await client.listTools(); // the client now validates this tool's structured output
+    const r = await client.callTool({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } });
+    assert.equal(r.isError, true);
+    assert.equal('structuredContent' in r, expectStructured, mode);
+    assert.equal(JSON.parse(r.content[0].text).error.code, 'CONFIRMATION_REQUIRED');
+    await client.close();
+  }
+});
