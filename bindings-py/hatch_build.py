@@ -4,7 +4,8 @@ Copies ``../dist/toolgate_policy.wasm`` (the repo's component build output) to
 ``src/toolgate/toolgate_policy.wasm``; when it is missing, builds it first with
 ``cargo run -q -p component-build -- <repo>/dist/toolgate_policy.wasm``. An
 sdist that already carries the component builds without the repo.
-``TOOLGATE_COMPONENT`` points at another component file.
+``TOOLGATE_COMPONENT`` points at another component file; ``TOOLGATE_CARGO``
+names the cargo to run.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         source = Path(override) if override else repo / "dist" / WASM
         if not source.is_file() and not override and (repo / "Cargo.toml").is_file():
             self.app.display_info(f"toolgate: building the component into {source}")
+            cargo = os.environ.get("TOOLGATE_CARGO", "cargo")
             subprocess.run(
-                ["cargo", "run", "-q", "-p", "component-build", "--", str(source)],
+                [cargo, "run", "-q", "-p", "component-build", "--", str(source)],
                 cwd=repo,
                 check=True,
             )

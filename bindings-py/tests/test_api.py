@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import DATA, FIXTURES
 
 import toolgate
+from conftest import DATA, FIXTURES
 from toolgate import Context, Decision, LoadError, ProblemError, RuleSet, ToolCall, TurnState
 
 
@@ -25,13 +25,21 @@ def test_decision_is_typed_and_keeps_the_bytes(retail_rules: RuleSet) -> None:
     d = retail_rules.evaluate("solicitar_devolucao", {"order_id": "123", "reason": "x"})
     assert isinstance(d, Decision)
     assert (d.ok, d.code, d.retryable, d.outcome, d.tool) == (
-        False, "CONFIRMATION_REQUIRED", True, "rejected", "solicitar_devolucao"
+        False,
+        "CONFIRMATION_REQUIRED",
+        True,
+        "rejected",
+        "solicitar_devolucao",
     )
     assert d.blocked_by_policy and not d
     assert d.metadata["policy_source"] == "tool_policies"
     assert d.policy_revision == retail_rules.revision
-    assert str(d) == d.json == retail_rules.evaluate_json(
-        b'{"name":"solicitar_devolucao","arguments":{"order_id":"123","reason":"x"}}', "{}"
+    assert (
+        str(d)
+        == d.json
+        == retail_rules.evaluate_json(
+            b'{"name":"solicitar_devolucao","arguments":{"order_id":"123","reason":"x"}}', "{}"
+        )
     )
 
 
@@ -64,7 +72,7 @@ def test_hidden_tool_answers_like_unknown(retail_rules: RuleSet) -> None:
 def test_load_error_names_line_column_and_code() -> None:
     catalog = (FIXTURES / "retail-tools.yaml").read_text()
     with pytest.raises(LoadError) as info:
-        RuleSet.load(catalog=catalog, policy="version: 1\ndefaults:\n  require_confirmation: \"true\"\n")
+        RuleSet.load(catalog=catalog, policy='version: 1\ndefaults:\n  require_confirmation: "true"\n')
     e = info.value
     assert isinstance(e, toolgate.ToolgateError)
     assert e.code == e.problem.code and e.origin == "policy" and (e.line, e.column) == (3, 25)

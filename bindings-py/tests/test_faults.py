@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, VECTORS
 
 import toolgate
+from conftest import FIXTURES, VECTORS
 from toolgate import FAULTS, MAX_INPUT_BYTES, EngineFault, RuleSet
 
 LOOKUP = b'{"name":"consultar_pedido","arguments":{"order_id":"123"}}'

@@ -87,9 +87,10 @@ def test_blocked_call_is_a_tool_error_with_the_decision_and_the_handler_never_ru
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9"}))
     assert result.isError
     assert result.structuredContent["error"]["code"] == "CONFIRMATION_REQUIRED"
-    assert result.content[0].text == asyncio.run(guard.rules()).evaluate(
-        "reembolsar", {"order_id": "9"}, context=ROUTE
-    ).json
+    assert (
+        result.content[0].text
+        == asyncio.run(guard.rules()).evaluate("reembolsar", {"order_id": "9"}, context=ROUTE).json
+    )
     assert json.loads(result.content[0].text) == result.structuredContent
     assert ran == []
 
@@ -136,7 +137,11 @@ def test_lowlevel_server() -> None:
     server: Server[Any, Any] = Server("lowlevel")
     received: list[tuple[str, dict[str, Any]]] = []
     tools = [
-        types.Tool(name="ler", inputSchema={"type": "object", "properties": {}}, annotations=types.ToolAnnotations(readOnlyHint=True)),
+        types.Tool(
+            name="ler",
+            inputSchema={"type": "object", "properties": {}},
+            annotations=types.ToolAnnotations(readOnlyHint=True),
+        ),
         types.Tool(
             name="gravar",
             inputSchema={"type": "object", "properties": {"valor": {"type": "string"}}, "required": ["valor"]},

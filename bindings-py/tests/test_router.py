@@ -13,12 +13,12 @@ from typing import Any
 from conftest import BINDINGS, EXAMPLES
 
 sys.path.insert(0, str(BINDINGS / "examples" / "retail"))
-import conversation  # noqa: E402
-from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+import conversation
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
 
-from toolgate import RuleSet  # noqa: E402
-from toolgate.router import McpToolRouter  # noqa: E402
+from toolgate import RuleSet
+from toolgate.router import McpToolRouter
 
 CATALOG = EXAMPLES / "retail" / "tools.yaml"
 POLICY = EXAMPLES / "retail" / "tool_policies.yaml"
@@ -104,7 +104,9 @@ def test_protected_server_agrees_and_refuses_unconfirmed_calls(tmp_path: Path) -
 
 def test_refusal_cancels_and_nothing_runs(tmp_path: Path) -> None:
     seen = asyncio.run(
-        _two_turns(tmp_path / "runs.jsonl", env={"TOOL_POLICIES_PATH": str(POLICY)}, protect=False, second="Não, cancela.")
+        _two_turns(
+            tmp_path / "runs.jsonl", env={"TOOL_POLICIES_PATH": str(POLICY)}, protect=False, second="Não, cancela."
+        )
     )
     assert seen["second"].transaction_status == "CANCELLED"
     assert seen["second"].executed == ()

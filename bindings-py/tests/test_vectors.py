@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import vectorfile
 from conftest import DATA, RUST_CLI, VECTORS
-
 from toolgate import LoadError, RuleSet
 from toolgate.cli import main as cli_main
 
@@ -157,7 +157,7 @@ def test_shared_vectors_present_or_pending() -> None:
 
 
 def test_runner_rejects_unknown_fields(tmp_path: Path) -> None:
-    good = {"spec": "§4", "description": "x", "policy": None, "catalog_text": "{\"tools\":[]}", "cases": []}
+    good = {"spec": "§4", "description": "x", "policy": None, "catalog_text": '{"tools":[]}', "cases": []}
     (tmp_path / "ok.json").write_text(json.dumps(good))
     vectorfile.load(tmp_path / "ok.json")
     for bad in (

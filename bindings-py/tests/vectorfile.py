@@ -83,7 +83,9 @@ def load(path: Path) -> VectorFile:
         raise VectorFormatError(f"{path.name}: cases must be an array")
     for i, case in enumerate(cases):
         if not isinstance(case, dict) or case.get("op") not in CASE_KEYS:
-            raise VectorFormatError(f"{path.name}: cases[{i}]: unknown op {case.get('op') if isinstance(case, dict) else case!r}")
+            raise VectorFormatError(
+                f"{path.name}: cases[{i}]: unknown op {case.get('op') if isinstance(case, dict) else case!r}"
+            )
         _check_keys(f"{path.name}: cases[{i}] ({case.get('name')})", case, CASE_KEYS[case["op"]])
         missing = ({"name", "op"} | REQUIRED[case["op"]]) - set(case)
         if missing:

@@ -139,7 +139,9 @@ class RuleSet:
         return cls(catalog=catalog_text, policy=policy_text, **options)
 
     @classmethod
-    def from_env(cls, catalog: str | os.PathLike[str], *, env: Mapping[str, str] | None = None, **options: Any) -> RuleSet:
+    def from_env(
+        cls, catalog: str | os.PathLike[str], *, env: Mapping[str, str] | None = None, **options: Any
+    ) -> RuleSet:
         """Catalog from ``catalog``; policy from ``TOOL_POLICIES_PATH`` when set
         and non-empty, else legacy behaviour (the seed framework's rule)."""
         environ = os.environ if env is None else env
@@ -289,7 +291,8 @@ class RuleSet:
             raise EngineFault(trap.code, f"the policy engine could not answer: {trap.detail}") from None
 
     def __repr__(self) -> str:
-        return f"<toolgate.RuleSet policy={'yes' if self._policy is not None else 'legacy'} revision={self._revision or '?'}>"
+        policy = "yes" if self._policy is not None else "legacy"
+        return f"<toolgate.RuleSet policy={policy} revision={self._revision or '?'}>"
 
 
 def contract_version() -> str:

@@ -146,7 +146,7 @@ def _trap_reason(text: str) -> str:
 class _Fn:
     """A component function with its type read once."""
 
-    __slots__ = ("func", "params", "result", "lowerers")
+    __slots__ = ("func", "lowerers", "params", "result")
 
     def __init__(self, func: wc.Func, store: wasmtime.Store) -> None:
         self.func = func
@@ -202,7 +202,7 @@ class Instance:
         params = (_VAL * n)()
         lowered = 0
         try:
-            for i, (kind, ty, value) in enumerate(zip(fn.lowerers, fn.params, args)):
+            for i, (kind, ty, value) in enumerate(zip(fn.lowerers, fn.params, args, strict=True)):
                 slot = params[i]
                 if kind == "bytes":
                     _lower_bytes(value, slot)

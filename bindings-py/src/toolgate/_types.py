@@ -228,7 +228,7 @@ class TurnState:
             execute=tuple(ToolCall.from_value(c) for c in data.get("execute") or ()),  # type: ignore[misc]
             results=tuple(
                 TurnResultEntry(r["name"], r["action"], Decision.from_json(raw))
-                for r, raw in zip(data.get("results") or (), decisions)
+                for r, raw in zip(data.get("results") or (), decisions, strict=True)
             ),
         )
 
