@@ -1,0 +1,33 @@
+// Test worker: runs a resolved vector file inside workerd and returns what
+// the engine produced; the Node side compares the bytes.
+import { Toolgate, HOST_FAULTS } from 'toolgate/core';
+import coreModule from 'toolgate/core.wasm';
+import { runFile } from './vector-exec.mjs';
+
+export default {
+  /** @param {Request} request */
+  async fetch(request) {
+    const url = new URL(request.url);
+    if (request.method === 'GET') return new Response('ok'); // readiness probe
+    const body = /** @type {any} */ (await request.json());
+    if (url.pathname === '/run-file') {
+      const result = await runFile(async (rules) => Toolgate.fromModule({ module: coreModule, ...rules }), body);
+      return Response.json(result);
+    }
+    if (url.pathname === '/trap') {
+      // A real trap inside the worker: deny, then the next call is served.
+      const gate = Toolgate.fromModule({ module: coreModule, policy: body.policy, catalog: body.catalog });
+      const before = gate.evaluate(body.call).json;
+      gate[Symbol.for('toolgate.test.injectTrap')]();
+      const trapped = gate.evaluate(body.call).json;
+      const after = gate.evaluate(body.call).json;
+      return Response.json({ before, trapped, after, recoveries: gate.recoveries, faultBytes: HOST_FAULTS.ENGINE_TRAP });
+    }
+    if (url.pathname === '/runtime') {
+      let compileAllowed = true;
+      try { new WebAssembly.Module(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0])); } catch { compileAllowed = false; }
+      return Response.json({ compileAllowed, hasProcess: typeof globalThis.process !== 'undefined' });
+    }
+    return new Response('not found', { status: 404 });
+  },
+};

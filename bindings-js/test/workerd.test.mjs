@@ -1,0 +1,88 @@
+// The same package files inside workerd (npm `workerd`): every vector file
+// evaluated in the worker, byte for byte; a trap there; the example worker.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Toolgate, HOST_FAULTS } from '../src/index.js';
+import { startWorkerd } from '../scripts/workerd.mjs';
+import { checkResult, loadVectorFile, pkgDir, vectorFiles, vectorsDir } from './lib/vectors.mjs';
+
+const fixtures = join(vectorsDir, 'fixtures');
+/** @type {Awaited<ReturnType<typeof startWorkerd>>} */
+let vectorsWorker;
+/** @type {Awaited<ReturnType<typeof startWorkerd>>} */
+let exampleWorker;
+
+before(async () => {
+  [vectorsWorker, exampleWorker] = await Promise.all([
+    startWorkerd({ entry: join(pkgDir, 'test/worker/vectors-worker.mjs'), extraModules: [join(pkgDir, 'test/lib/vector-exec.mjs')] }),
+    startWorkerd({ entry: join(pkgDir, 'examples/worker/worker.mjs'), bindings: { CATALOG: join(fixtures, 'seed-catalog.json') }, probe: '/health' }),
+  ]);
+});
+after(async () => {
+  await vectorsWorker?.stop();
+  await exampleWorker?.stop();
+});
+
+async function post(/** @type {string} */ url, /** @type {unknown} */ body) {
+  const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  assert.equal(r.status, 200, await r.clone().text());
+  return r.json();
+}
+
+for (const path of vectorFiles()) {
+  test(`vectors (workerd): ${path.split('/').pop()}`, async () => {
+    const file = loadVectorFile(path);
+    const result = await post(`${vectorsWorker.url}/run-file`, { policy_text: file.policy_text, catalog_text: file.catalog_text, cases: file.cases });
+    checkResult(file, result, 'workerd');
+  });
+}
+
+test('workerd and Node give the same bytes for the sample file', async () => {
+  const file = loadVectorFile(join(pkgDir, 'test/fixtures/sample-vectors.json'));
+  const inWorker = await post(`${vectorsWorker.url}/run-file`, { policy_text: file.policy_text, catalog_text: file.catalog_text, cases: file.cases });
+  const { runFile } = await import('./lib/vector-exec.mjs');
+  const inNode = await runFile((rules) => Toolgate.load(rules), file);
+  assert.deepEqual(inWorker, inNode);
+  assert.ok(inWorker.cases.length > 0);
+});
+
+test('workerd: no run-time wasm compile needed (the core module is imported), no nodejs_compat', async () => {
+  const r = await (await fetch(`${vectorsWorker.url}/runtime`, { method: 'POST', body: '{}' })).json();
+  assert.equal(r.hasProcess, false);
+  // Whatever the runtime allows, the package never compiles at run time there.
+  assert.equal(typeof r.compileAllowed, 'boolean');
+});
+
+test('workerd: a real trap denies with ENGINE_TRAP and the next call is served', async () => {
+  const call = { name: 'consultar_plano', arguments: { customer_id: '1' } };
+  const r = await post(`${vectorsWorker.url}/trap`, {
+    policy: readFileSync(join(fixtures, 'plans-policy.yaml'), 'utf8'), catalog: readFileSync(join(fixtures, 'plans-catalog.json'), 'utf8'), call,
+  });
+  assert.equal(r.trapped, HOST_FAULTS.ENGINE_TRAP);
+  assert.equal(r.faultBytes, HOST_FAULTS.ENGINE_TRAP);
+  assert.equal(r.after, r.before);
+  assert.equal(JSON.parse(r.after).ok, true);
+  assert.equal(r.recoveries, 1);
+});
+
+test('the example worker answers as the Node binding does', async () => {
+  const gate = await Toolgate.load({ catalog: readFileSync(join(fixtures, 'seed-catalog.json'), 'utf8') });
+  const health = await (await fetch(`${exampleWorker.url}/health`)).json();
+  assert.equal(health.revision, gate.revision);
+  const calls = [
+    [{ name: 'get_capabilities', arguments: {} }, { scopes: ['mcp:read'] }],
+    [{ name: 'send_whatsapp', arguments: { to: 'x', text: 'y', idempotency_key: 'abcdefgh' } }, { scopes: ['mcp:read', 'mcp:write'] }],
+    [{ name: 'send_whatsapp', arguments: {} }, { surface: 'direct' }],
+  ];
+  for (const [call, context] of calls) {
+    const r = await fetch(`${exampleWorker.url}/evaluate`, { method: 'POST', body: JSON.stringify({ call, context }) });
+    assert.equal(await r.text(), gate.evaluate(call, context).json);
+  }
+  const list = await fetch(`${exampleWorker.url}/list`, { method: 'POST', body: JSON.stringify({ context: { surface: 'direct' } }) });
+  assert.equal(await list.text(), gate.listExposable({ surface: 'direct' }).json);
+  const bad = await fetch(`${exampleWorker.url}/list`, { method: 'POST', body: JSON.stringify({ context: { surface: 'x' } }) });
+  assert.equal(bad.status, 400);
+  assert.equal((await bad.json()).error.code, 'CONTEXT_INVALID_VALUE');
+});
