@@ -75,6 +75,7 @@ def test_tools_list_is_filtered_and_derived() -> None:
     by_name = {t.name: t for t in listed.tools}
     assert by_name["consultar"].annotations.readOnlyHint is True
     assert by_name["reembolsar"].annotations.readOnlyHint is False
+    assert by_name["consultar"].outputSchema is not None  # the server's own tool object, kept
     direct = fastmcp(ran)
     protect(direct, policy=POLICY, context=Context(surface="direct"))
     assert [t.name for t in run(direct, lambda c: c.list_tools()).tools] == ["consultar"]
@@ -86,12 +87,16 @@ def test_blocked_call_is_a_tool_error_with_the_decision_and_the_handler_never_ru
     guard = protect(server, policy=POLICY, context=ROUTE)
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9"}))
     assert result.isError
-    assert result.structuredContent["error"]["code"] == "CONFIRMATION_REQUIRED"
-    assert (
-        result.content[0].text
-        == asyncio.run(guard.rules()).evaluate("reembolsar", {"order_id": "9"}, context=ROUTE).json
-    )
-    assert json.loads(result.content[0].text) == result.structuredContent
+    expected = asyncio.run(guard.rules()).evaluate("reembolsar", {"order_id": "9"}, context=ROUTE)
+    assert expected.code == "CONFIRMATION_REQUIRED"
+    assert result.content[0].text == expected.json
+    # FastMCP declared an outputSchema for this tool: "auto" leaves the
+    # decision out of structuredContent (clients may check it against the schema).
+    assert result.structuredContent is None
+    always = fastmcp(ran)
+    protect(always, policy=POLICY, context=ROUTE, structured_content="always")
+    result = run(always, lambda c: c.call_tool("reembolsar", {"order_id": "9"}))
+    assert result.isError and json.loads(result.content[0].text) == result.structuredContent
     assert ran == []
 
 
@@ -157,7 +162,10 @@ def test_lowlevel_server() -> None:
         received.append((name, arguments))
         return [types.TextContent(type="text", text=f"ok {name}")]
 
-    protect(server)  # legacy rules from the server's own catalog: `gravar` is transactional
+    decisions: list[tuple[str, str | None]] = []
+    protect(
+        server, on_decision=lambda d, name: decisions.append((name, d.code))
+    )  # legacy rules from the server's own catalog: `gravar` is transactional
 
     async def steps(c: Any) -> Any:
         listed = await c.list_tools()
@@ -169,5 +177,7 @@ def test_lowlevel_server() -> None:
     listed, blocked, allowed, read = run(server, steps)
     assert [t.name for t in listed.tools] == ["gravar", "ler"]
     assert blocked.isError and blocked.structuredContent["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert json.loads(blocked.content[0].text) == blocked.structuredContent  # no outputSchema: both
     assert not allowed.isError and not read.isError
     assert received == [("gravar", {"valor": "x"}), ("ler", {})]
+    assert decisions == [("gravar", "CONFIRMATION_REQUIRED"), ("gravar", None), ("ler", None)]

@@ -97,8 +97,7 @@ def test_protected_server_agrees_and_refuses_unconfirmed_calls(tmp_path: Path) -
     seen = asyncio.run(_two_turns(tmp_path / "runs.jsonl", env={"TOOL_POLICIES_PATH": str(POLICY)}, protect=True))
     _check_confirmed_flow(seen, "tool_policies")
     direct = seen["direct"]
-    assert direct.isError and direct.structuredContent["error"]["code"] == "CONFIRMATION_REQUIRED"
-    assert json.loads(direct.content[0].text) == direct.structuredContent
+    assert direct.isError and json.loads(direct.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
     assert len(seen["runs_after_direct"]) == 1
 
 

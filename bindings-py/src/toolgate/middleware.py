@@ -4,14 +4,21 @@
     ...                                # register tools as usual
     protect(mcp, policy="tool_policies.yaml")
 
-- ``tools/list`` shows only the tools this context may see, as the engine
-  lists them (sorted, annotations derived from the classification);
+The same rules as the Node middleware (bindings-js ``guardServer``):
+
+- ``tools/list`` shows only the tools this context may see, in the engine's
+  order (by name); each entry is the server's own tool object with the
+  engine's derived annotations laid over its own;
 - ``tools/call`` is decided before the handler runs. A blocked call gets a tool
-  error result whose text is the decision's canonical JSON and whose
-  ``structuredContent`` is the decision; a hidden or unknown tool answers exactly
-  as the SDK answers an unknown tool; an allowed call reaches the handler with
-  the engine fields (``confirmed``, ``confirmation``) removed where the tool's
-  schema does not declare them (``strip-fields``).
+  error result whose text is the decision's canonical JSON, with the decision
+  as ``structuredContent`` too (``structured_content="auto"``: only for a tool
+  that declares no ``outputSchema``, since some clients check an error result's
+  structured content against it); a hidden or unknown tool answers exactly as
+  the SDK answers an unknown tool; an allowed call reaches the handler with the
+  engine fields (``confirmed``, ``confirmation``) removed where the tool's
+  schema does not declare them (``strip-fields``);
+- the default context is the confirming surface, with the scopes of the
+  request's access token when the transport authenticated it.
 
 The catalog is the server's own ``tools/list`` unless one is given.
 """
@@ -26,12 +33,28 @@ from typing import Any
 from mcp import types
 from mcp.server.lowlevel import Server
 
-from ._rules import RuleSet
-from ._types import ContextLike, Decision
+from ._faults import FAULTS
+from ._rules import EngineFault, RuleSet
+from ._types import Context, ContextLike, Decision
 from .router import catalog_from_tools
 
 ContextFactory = Callable[[Any], ContextLike]
 UnknownTool = Callable[[str], types.CallToolResult]
+OnDecision = Callable[[Decision, str], None]
+
+
+def default_context(request_context: Any = None) -> Context:
+    """The confirming surface; the access token's scopes when the request was
+    authenticated (no token: no scope check)."""
+    try:
+        from mcp.server.auth.middleware.auth_context import get_access_token
+
+        token = get_access_token()
+    except Exception:  # pragma: no cover - auth extras missing
+        token = None
+    if token is None:
+        return Context()
+    return Context(scopes=list(token.scopes or ()))
 
 
 def sdk_unknown_tool(name: str) -> types.CallToolResult:
@@ -41,12 +64,12 @@ def sdk_unknown_tool(name: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"Unknown tool: {name}")], isError=True)
 
 
-def blocked_result(decision: Decision) -> types.CallToolResult:
-    """A denied call as a tool error result: the decision as text and as
-    ``structuredContent``."""
+def blocked_result(decision: Decision, structured: bool = True) -> types.CallToolResult:
+    """A denied call as a tool error result: the decision as text (and as
+    ``structuredContent`` when ``structured``)."""
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=decision.json)],
-        structuredContent=decision.to_dict(),
+        structuredContent=decision.to_dict() if structured else None,
         isError=True,
     )
 
@@ -71,7 +94,14 @@ class Guard:
         catalog: str | None,
         context: ContextFactory | ContextLike,
         unknown_tool: UnknownTool,
+        structured_content: str,
+        on_decision: OnDecision | None,
     ) -> None:
+        if structured_content not in ("auto", "always", "never"):
+            raise ValueError("structured_content must be auto, always or never")
+        self._structured = structured_content
+        self._on_decision = on_decision
+        self._output_schemas: dict[str, bool] = {}
         self.server = server
         self._rules = rules
         self._policy = policy
@@ -105,22 +135,55 @@ class Guard:
             request_context = None
         return self._context(request_context)
 
+    def _remember(self, tools: Any) -> None:
+        for tool in tools:
+            self._output_schemas[tool.name] = tool.outputSchema is not None
+
+    async def _structured_for(self, name: str) -> bool:
+        if self._structured != "auto":
+            return self._structured == "always"
+        if name not in self._output_schemas:
+            try:
+                self._remember((await self._list(types.ListToolsRequest(method="tools/list"))).root.tools)
+            except Exception:  # unknown: be safe
+                return False
+        return self._output_schemas.get(name) is False
+
     async def _handle_list(self, req: Any) -> types.ServerResult:
-        await self._list(req)  # the SDK refreshes its tool cache
         rules = await self.rules()
-        tools = [types.Tool.model_validate(t) for t in rules.list_exposable(self.context())]
-        return types.ServerResult(types.ListToolsResult(tools=tools))
+        exposed = rules.list_exposable(self.context())
+        result = await self._list(req)  # the SDK refreshes its tool cache
+        listed = result.root
+        self._remember(listed.tools)
+        served = {t.name: t for t in listed.tools}
+        tools = []
+        for entry in exposed:
+            tool = served.get(entry["name"])
+            if tool is None:
+                continue  # in the catalog, not on this server
+            annotations = {
+                **(tool.annotations.model_dump(exclude_none=True) if tool.annotations else {}),
+                **entry.get("annotations", {}),
+            }
+            tools.append(tool.model_copy(update={"annotations": types.ToolAnnotations.model_validate(annotations)}))
+        return types.ServerResult(listed.model_copy(update={"tools": tools}))
 
     async def _handle_call(self, req: types.CallToolRequest) -> types.ServerResult:
         name = req.params.name
         arguments = req.params.arguments or {}
         rules = await self.rules()
         decision = rules.evaluate({"name": name, "arguments": arguments}, context=self.context())
+        if self._on_decision is not None:
+            self._on_decision(decision, name)
         if decision.code == "NOT_FOUND":
             return types.ServerResult(self._unknown_tool(name))
         if not decision.ok:
-            return types.ServerResult(blocked_result(decision))
-        strip = rules.strip_fields(name)
+            return types.ServerResult(blocked_result(decision, await self._structured_for(name)))
+        try:
+            strip = rules.strip_fields(name)
+        except EngineFault:
+            fault = Decision.from_json(FAULTS["ENGINE_TRAP"])
+            return types.ServerResult(blocked_result(fault, await self._structured_for(name)))
         if any(f in arguments for f in strip):
             arguments = {k: v for k, v in arguments.items() if k not in strip}
             params = req.params.model_copy(update={"arguments": arguments})
@@ -134,8 +197,10 @@ def protect(
     policy: str | os.PathLike[str] | None = None,
     catalog: str | os.PathLike[str] | None = None,
     rules: RuleSet | None = None,
-    context: ContextFactory | ContextLike = None,
+    context: ContextFactory | ContextLike = default_context,
     unknown_tool: UnknownTool = sdk_unknown_tool,
+    structured_content: str = "auto",
+    on_decision: OnDecision | None = None,
 ) -> Guard:
     """Installs toolgate on a FastMCP or low-level ``Server`` (after its tools
     and handlers are registered).
@@ -143,9 +208,11 @@ def protect(
     ``policy``/``catalog`` are a path or the text (``policy=None``: legacy; no
     catalog: the server's own ``tools/list``). ``context`` is a
     :class:`~toolgate.Context` or a function of the SDK's request context
-    returning one (scopes from auth, say). ``unknown_tool`` builds the answer
-    for a hidden tool; keep the default unless your low-level server answers
-    unknown tools another way."""
+    returning one (default: :func:`default_context`). ``unknown_tool`` builds
+    the answer for a hidden tool; keep the default unless your low-level server
+    answers unknown tools another way. ``structured_content``: ``auto``,
+    ``always`` or ``never`` (see the module doc). ``on_decision(decision, name)``
+    sees every decision (audit logs)."""
     lowlevel = getattr(server, "_mcp_server", server)
     if not isinstance(lowlevel, Server):
         raise TypeError("protect() takes an mcp FastMCP or mcp.server.lowlevel.Server")
@@ -159,4 +226,6 @@ def protect(
         catalog=_text(catalog),
         context=context,
         unknown_tool=unknown_tool,
+        structured_content=structured_content,
+        on_decision=on_decision,
     )
