@@ -1,0 +1,25 @@
+// Compiled by `npm run lint` (tsc --noEmit): the published types, as a user sees them.
+import { Toolgate, Decision, LoadError, ToolgateError, HOST_FAULTS, MAX_INPUT_BYTES, type Context } from 'toolgate';
+import { guardServer } from 'toolgate/mcp';
+import { Toolgate as CoreToolgate } from 'toolgate/core';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+
+export async function usage(catalog: string, policy?: string): Promise<string> {
+  const gate = await Toolgate.load({ catalog, policy });
+  const ctx: Context = { surface: 'direct', scopes: ['mcp:read'], allowedTools: null };
+  const d: Decision = gate.evaluate({ name: 'wa_health', arguments: {} }, ctx);
+  const code: string | null = d.code;
+  const ok: boolean = d.ok && d.metadata.blocked_by_policy === false;
+  const names: string[] = gate.listExposable('{"surface":"confirming"}').names;
+  const state = gate.turn(null, { calls: [] });
+  const strip: readonly string[] = gate.stripFields('wa_send_text');
+  try {
+    await Toolgate.load({ catalog: '{' });
+  } catch (e) {
+    if (e instanceof LoadError) return `${e.code} ${e.line}:${e.column} ${e.origin}`;
+    if (e instanceof ToolgateError) return e.code;
+  }
+  const server = guardServer(new McpServer({ name: 'x', version: '1' }), { gate, context: (extra) => ({ scopes: extra.authInfo?.scopes ?? null }) });
+  void server; void CoreToolgate; void HOST_FAULTS.ENGINE_TRAP; void (MAX_INPUT_BYTES satisfies number);
+  return `${code} ${ok} ${names.length} ${state.json} ${strip.join()} ${d.json}`;
+}
