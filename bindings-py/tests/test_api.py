@@ -142,3 +142,9 @@ def test_findings_and_strip_fields(retail_rules: RuleSet) -> None:
 def test_seed_catalog_loads_standalone() -> None:
     rules = RuleSet.load(catalog=(DATA / "seed-catalog.json").read_text(encoding="utf-8"))
     assert len(rules.list_exposable()) > 0
+
+
+def test_lone_surrogates_get_a_decision_not_an_exception(retail_rules: RuleSet) -> None:
+    assert retail_rules.evaluate("consultar_pedido", {"order_id": "\ud800"}).code == "BAD_REQUEST"
+    ctx = {"surface": "confirming", "scopes": ["\ud800"]}
+    assert not retail_rules.evaluate("consultar_pedido", {"order_id": "1"}, context=ctx).ok

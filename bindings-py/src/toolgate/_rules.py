@@ -80,11 +80,17 @@ def _call_bytes(call: Any, arguments: Mapping[str, Any] | None) -> bytes:
         return bytes(call)
     if isinstance(call, str):
         if arguments is None and call.lstrip().startswith("{"):
-            return call.encode("utf-8")
-        return dumps({"name": call, "arguments": dict(arguments or {})}).encode("utf-8")
+            return _utf8(call)
+        return _utf8(dumps({"name": call, "arguments": dict(arguments or {})}))
     if isinstance(call, ToolCall):
-        return dumps(call.to_dict()).encode("utf-8")
-    return dumps(dict(call)).encode("utf-8")
+        return _utf8(dumps(call.to_dict()))
+    return _utf8(dumps(dict(call)))
+
+
+def _utf8(text: str) -> bytes:
+    # A lone surrogate becomes invalid UTF-8 bytes: the engine answers
+    # BAD_REQUEST (SPEC §7: a clear error, never a crash).
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _too_large(text: str) -> bool:
@@ -191,6 +197,10 @@ class RuleSet:
         Never raises for a fault: a fault is its own deny decision."""
         if len(call) > MAX_INPUT_BYTES or _too_large(context):
             return FAULTS["INPUT_TOO_LARGE"]
+        try:
+            context.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: send it as a JSON escape the engine can judge
+            context = context.encode("utf-8", "backslashreplace").decode("utf-8")
         with self._lock:
             try:
                 return self._call("[method]rule-set.evaluate", call, context)  # type: ignore[no-any-return]
