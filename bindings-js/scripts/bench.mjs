@@ -35,14 +35,21 @@ const cases = /** @type {[string, unknown][]} */ ([
   ['send confirmed (allowed)', { name: 'send_whatsapp', arguments: { to: '+5511999999999', text: 'oi', idempotency_key: 'send-0001', confirmed: true } }],
   ['unknown tool', { name: 'apagar_tudo', arguments: {} }],
 ]);
+// The package's evaluate (canonical ABI fast path) and jco's generated wrapper, interleaved.
+const viaJco = Toolgate.fromModule({ module, catalog, fastPath: false });
+const time = (/** @type {Toolgate} */ g, /** @type {Uint8Array} */ bytes) => {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < N; i++) g.evaluate(bytes, ctx);
+  return Number(process.hrtime.bigint() - t0) / N;
+};
 for (const [label, call] of cases) {
   const bytes = new TextEncoder().encode(JSON.stringify(call));
   const code = gate.evaluate(bytes, ctx).code;
-  for (let i = 0; i < Math.min(N, 20_000); i++) gate.evaluate(bytes, ctx); // warm-up (tier-up)
-  t = process.hrtime.bigint();
-  for (let i = 0; i < N; i++) gate.evaluate(bytes, ctx);
-  const ns = Number(process.hrtime.bigint() - t) / N;
-  console.log(`evaluate ${label} [${code ?? 'allowed'}]: ${Math.round(ns)} ns/decision`);
+  if (viaJco.evaluate(bytes, ctx).json !== gate.evaluate(bytes, ctx).json) throw new Error('fast path and jco wrapper disagree');
+  for (let i = 0; i < Math.min(N, 20_000); i++) { gate.evaluate(bytes, ctx); viaJco.evaluate(bytes, ctx); } // warm-up (tier-up)
+  const fast = Math.min(time(gate, bytes), time(gate, bytes));
+  const jco = Math.min(time(viaJco, bytes), time(viaJco, bytes));
+  console.log(`evaluate ${label} [${code ?? 'allowed'}]: ${Math.round(fast)} ns/decision (jco wrapper: ${Math.round(jco)})`);
 }
 t = process.hrtime.bigint();
 const L = Math.max(1, Math.floor(N / 50));

@@ -100,6 +100,8 @@ export interface RulesText {
   policy?: string | null;
   /** The catalog text (tools/list JSON, published catalog, or tools.yaml). */
   catalog: string;
+  /** false: `evaluate` goes through jco's generated wrapper instead of the canonical-ABI fast path. */
+  fastPath?: boolean;
 }
 export interface LoadOptions extends RulesText {
   /** The compiled core module (`toolgate/core.wasm`), a promise of it, or its bytes. Default: the runtime's. */

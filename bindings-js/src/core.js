@@ -44,6 +44,7 @@ function instantiateComponent(coreModule) {
   let dtor = null;
   /** @type {WebAssembly.Exports | null} */
   let raw = null;
+  const reps = { last: -1 };
   const getCoreModule = (/** @type {string} */ name) => {
     if (name === CORE) return coreModule;
     if (name === SHIM_TABLE || name === SHIM_FILL) return name;
@@ -57,7 +58,13 @@ function instantiateComponent(coreModule) {
       dtor = imports[''][0];
       return { exports: {} };
     }
-    const instance = new WebAssembly.Instance(module, imports);
+    // Record the rep the guest gives each new rule-set (the evaluate fast path
+    // passes it, as jco does for a borrow of the component's own resource).
+    const iface = imports?.['[export]toolgate:policy/engine@0.1.0'];
+    const resourceNew = iface?.['[resource-new]rule-set'];
+    if (typeof resourceNew !== 'function') throw new ToolgateError('ENGINE_TRAP', 'jco output changed: no [resource-new]rule-set import');
+    const recording = Object.assign((/** @type {number} */ rep) => { reps.last = rep; return resourceNew(rep); }, resourceNew);
+    const instance = new WebAssembly.Instance(module, { ...imports, '[export]toolgate:policy/engine@0.1.0': { ...iface, '[resource-new]rule-set': recording } });
     raw = instance.exports;
     return instance;
   };
@@ -66,8 +73,47 @@ function instantiateComponent(coreModule) {
   const engine = root.engine;
   const version = engine.contractVersion();
   if (version !== CONTRACT_VERSION) throw new ContractVersionError(CONTRACT_VERSION, version);
-  return { engine, raw: /** @type {WebAssembly.Exports} */ (/** @type {unknown} */ (raw)) };
+  return { engine, raw: /** @type {WebAssembly.Exports} */ (/** @type {unknown} */ (raw)), reps };
 }
+
+const EVALUATE = 'toolgate:policy/engine@0.1.0#[method]rule-set.evaluate';
+const EVALUATE_POST = 'cabi_post_toolgate:policy/engine@0.1.0#[method]rule-set.evaluate';
+const decoder = new TextDecoder();
+
+/**
+ * The hot path: `evaluate` through the canonical ABI directly. jco's wrapper
+ * spends about as long on its task bookkeeping (which a component with no
+ * imports and no async never needs) as the engine spends deciding; this does
+ * exactly what the wrapper does for this one signature: copy the call bytes
+ * and the context's UTF-8 into guest memory, call, read the returned string,
+ * post-return. The vectors run through it, byte for byte; set
+ * TOOLGATE_JCO_EVALUATE=1 (or `fastPath: false`) to use jco's wrapper instead.
+ * @param {any} raw the core instance's exports
+ * @param {number} rep the rule set's rep
+ */
+function fastEvaluate(raw, rep) {
+  const realloc = raw.cabi_realloc;
+  const memory = /** @type {WebAssembly.Memory} */ (raw.memory);
+  const call = raw[EVALUATE];
+  const post = raw[EVALUATE_POST];
+  if (typeof realloc !== 'function' || typeof call !== 'function' || typeof post !== 'function' || !(memory instanceof WebAssembly.Memory) || rep < 0) return null;
+  return (/** @type {Uint8Array} */ bytes, /** @type {string} */ context) => {
+    const callPtr = realloc(0, 0, 1, bytes.length);
+    new Uint8Array(memory.buffer, callPtr, bytes.length).set(bytes);
+    const ctx = encoder.encode(context);
+    const ctxPtr = ctx.length === 0 ? 1 : realloc(0, 0, 1, ctx.length);
+    if (ctx.length > 0) new Uint8Array(memory.buffer, ctxPtr, ctx.length).set(ctx);
+    const ret = call(rep, callPtr, bytes.length, ctxPtr, ctx.length);
+    const view = new DataView(memory.buffer);
+    const ptr = view.getUint32(ret, true);
+    const len = view.getUint32(ret + 4, true);
+    const out = decoder.decode(new Uint8Array(memory.buffer, ptr, len));
+    post(ret);
+    return out;
+  };
+}
+
+const useJcoEvaluate = typeof globalThis.process !== 'undefined' && globalThis.process?.env?.TOOLGATE_JCO_EVALUATE === '1';
 
 /** @param {unknown} e */
 function problemOf(e) {
@@ -184,6 +230,9 @@ export class Toolgate {
   #strip = new Map();
   #injectTrap = false;
   #closed = false;
+  /** @type {((bytes: Uint8Array, context: string) => string) | null} */
+  #fast = null;
+  #fastPath = !useJcoEvaluate;
   /** @type {string} */
   revision;
   /** @type {readonly {severity: string, problem: {code: string, message: string, origin: string, path: string, line: number, column: number}}[]} */
@@ -197,6 +246,7 @@ export class Toolgate {
    * @param {RulesText} rules
    */
   constructor(module, rules) {
+    if (rules && /** @type {any} */ (rules).fastPath === false) this.#fastPath = false;
     if (!(module instanceof WebAssembly.Module)) throw new TypeError('module must be a WebAssembly.Module (the compiled toolgate_policy.core.wasm)');
     if (!rules || typeof rules.catalog !== 'string') throw new TypeError('catalog must be a string (the catalog text)');
     if (rules.policy !== undefined && rules.policy !== null && typeof rules.policy !== 'string') throw new TypeError('policy must be a string, null or undefined');
@@ -240,9 +290,11 @@ export class Toolgate {
     this.#engine = null;
     this.#rules = null;
     this.#raw = null;
-    const { engine, raw } = instantiateComponent(this.#module);
+    this.#fast = null;
+    const { engine, raw, reps } = instantiateComponent(this.#module);
     let rules;
     try {
+      reps.last = -1;
       rules = engine.RuleSet.load(this.#policy, this.#catalog);
     } catch (e) {
       const p = problemOf(e);
@@ -252,6 +304,7 @@ export class Toolgate {
     this.#engine = engine;
     this.#rules = rules;
     this.#raw = raw;
+    this.#fast = this.#fastPath ? fastEvaluate(raw, reps.last) : null;
   }
 
   /** After a trap the instance cannot be re-entered: replace it, reload the rules. */
@@ -293,7 +346,7 @@ export class Toolgate {
     let json;
     try {
       this.#beforeCall();
-      json = this.#rules.evaluate(bytes, ctx);
+      json = this.#fast ? this.#fast(bytes, ctx) : this.#rules.evaluate(bytes, ctx);
     } catch {
       this.#rules = null;
       this.#recover();
@@ -371,6 +424,7 @@ export class Toolgate {
     this.#rules = null;
     this.#engine = null;
     this.#raw = null;
+    this.#fast = null;
     this.#module = /** @type {any} */ (null);
     if (r && typeof r[Symbol.dispose] === 'function') r[Symbol.dispose]();
   }

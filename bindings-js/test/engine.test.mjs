@@ -160,3 +160,25 @@ test('policy absent means legacy: the catalog decides', async () => {
   assert.notEqual(legacy.revision, plans.revision);
   assert.equal(legacy.evaluate({ name: 'listar_planos' }).ok, true);
 });
+
+test('the evaluate fast path (canonical ABI) and jco\'s wrapper give the same bytes', async () => {
+  const module = await compileCoreModule();
+  const fast = Toolgate.fromModule({ module, catalog: seedCatalog });
+  const viaJco = Toolgate.fromModule({ module, catalog: seedCatalog, fastPath: false });
+  const calls = [
+    readCall, '', '{}', 'null', '{"name":"wa_send_text","arguments":{"confirmed":true}}',
+    new Uint8Array([0x7b, 0xff, 0xfe]), '{"name":"get_capabilities","arguments":{"x":"é€😀"}}',
+    `{"name":"wa_list_chats","arguments":{"q":"${'a'.repeat(100_000)}"}}`,
+  ];
+  const contexts = [undefined, '', '{"surface":"direct"}', { scopes: ['mcp:read'], allowedTools: ['get_capabilities'] }, '{', { surface: 'é' }];
+  for (const call of calls) {
+    for (const context of contexts) {
+      assert.equal(fast.evaluate(call, context).json, viaJco.evaluate(call, context).json, `${String(call).slice(0, 40)} ${JSON.stringify(context)}`);
+    }
+  }
+  // Many calls: guest memory reuse and growth stay right.
+  for (let i = 0; i < 2000; i++) {
+    const c = { name: 'get_conversation', arguments: { conversation_id: `c${i}`, pad: 'x'.repeat(i) } };
+    assert.equal(fast.evaluate(c).json, viaJco.evaluate(c).json);
+  }
+});
