@@ -317,6 +317,8 @@ impl Engine {
             HostState { max_memory: self.inner.limits.max_memory_bytes, memory_exhausted: false },
         );
         store.limiter(|state| state as &mut dyn ResourceLimiter);
+        // Instantiation runs the component's start code: it needs fuel too.
+        store.set_fuel(self.inner.limits.call_fuel).map_err(component_error)?;
         let instance = self.inner.pre.instantiate(&mut store).map_err(component_error)?;
         Ok((store, instance))
     }
