@@ -61,21 +61,21 @@ impl Rules {
         let mut sources = catalog.tools;
         sources.sort_by(|a, b| a.name.cmp(&b.name));
         let mut tools = Vec::with_capacity(sources.len());
+        let empty_schema: Value = serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
         let mut index = NameIndex::default();
         for source in sources {
             let class = classify::classify(&source, policy.as_ref());
-            let validator = match &source.input_schema {
-                None => None,
-                Some(schema) => Some(compile_schema(schema).map_err(|why| {
-                    Problem::new(
-                        ProblemCode::InvalidSchema,
-                        Origin::Catalog,
-                        format!("the inputSchema of `{}` cannot be compiled: {why}", json::truncate_for_message(&source.name)),
-                    )
-                    .with_path(format!("{}.inputSchema", source.path))
-                    .at(u64::from(source.line), u64::from(source.column))
-                })?),
-            };
+            // A tool without a schema publishes the empty-object schema
+            // (SPEC §3), and calls are checked against what is published.
+            let validator = Some(compile_schema(source.input_schema.as_ref().unwrap_or(&empty_schema)).map_err(|why| {
+                Problem::new(
+                    ProblemCode::InvalidSchema,
+                    Origin::Catalog,
+                    format!("the inputSchema of `{}` cannot be compiled: {why}", json::truncate_for_message(&source.name)),
+                )
+                .with_path(format!("{}.inputSchema", source.path))
+                .at(u64::from(source.line), u64::from(source.column))
+            })?);
             let schema = source.input_schema.as_ref();
             let strip_fields = CONFIRMATION_FIELDS
                 .into_iter()

@@ -284,7 +284,9 @@ impl Rules {
                 continue;
             }
             if confirmed_call.as_ref() == Some(&call) {
-                results.push((call.name.clone(), Action::AlreadySelected, decision));
+                // The confirmed call's own decision: it runs once, as confirmed.
+                let confirmed = selected.as_ref().map_or(decision, |(_, d)| d.clone());
+                results.push((call.name.clone(), Action::AlreadySelected, confirmed));
                 continue;
             }
             if slot_taken {

@@ -1,0 +1,293 @@
+//! The conformance corpus (`tests/vectors/*.json`) and two engines that run
+//! it: policy-core natively and the component under wasmtime. The format is
+//! described in `tests/vectors/README.md`; unknown fields are refused.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorFile {
+    pub spec: String,
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_load_error: Option<LoadError>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<Case>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadError {
+    pub code: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub name: String,
+    pub op: Op,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_hex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Hand-written: the decision code, `null` when allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "double_option")]
+    pub expect_code: Option<Option<String>>,
+    /// Hand-written: the names `list` must show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_names: Option<Vec<String>>,
+    /// The exact output (written by `vectors --write`, reviewed in the diff).
+    #[serde(default)]
+    pub expect: Value,
+}
+
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    pub fn serialize<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(inner) => inner.serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+        Option::<String>::deserialize(d).map(Some)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Evaluate,
+    List,
+    Turn,
+    StripFields,
+}
+
+impl Case {
+    /// The call bytes exactly as a runner sends them.
+    pub fn call_bytes(&self) -> Result<Vec<u8>, String> {
+        match (&self.call, &self.call_text, &self.call_hex) {
+            (Some(call), None, None) => serde_json::to_vec(call).map_err(|e| e.to_string()),
+            (None, Some(text), None) => Ok(text.as_bytes().to_vec()),
+            (None, None, Some(hex)) => decode_hex(hex),
+            _ => Err(format!("case `{}`: exactly one of call, call_text, call_hex", self.name)),
+        }
+    }
+
+    pub fn context_text(&self) -> String {
+        self.context.as_ref().map_or_else(|| "{}".to_owned(), Value::to_string)
+    }
+}
+
+fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
+    if hex.len() % 2 != 0 {
+        return Err("odd-length hex".into());
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                .ok_or_else(|| "invalid hex".to_owned())
+        })
+        .collect()
+}
+
+pub fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("vectors")
+}
+
+/// Every vector file, sorted by name (`host-faults.json` is not one).
+pub fn vector_files() -> Result<Vec<PathBuf>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(vectors_dir())
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.file_name().is_some_and(|n| n != "host-faults.json"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+pub fn read_file(path: &Path) -> Result<VectorFile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+impl VectorFile {
+    pub fn policy_text(&self) -> Result<Option<String>, String> {
+        match (&self.policy, &self.policy_text) {
+            (Some(path), None) => read_fixture(path).map(Some),
+            (None, text) => Ok(text.clone()),
+            _ => Err("at most one of policy, policy_text".into()),
+        }
+    }
+
+    pub fn catalog_text(&self) -> Result<String, String> {
+        match (&self.catalog, &self.catalog_text) {
+            (Some(path), None) => read_fixture(path),
+            (None, Some(text)) => Ok(text.clone()),
+            _ => Err("exactly one of catalog, catalog_text".into()),
+        }
+    }
+}
+
+fn read_fixture(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(vectors_dir().join(path)).map_err(|e| format!("{path}: {e}"))
+}
+
+/// What an engine answers for one case.
+pub type Answer = Result<Value, String>;
+
+/// One way to run the corpus.
+pub trait Runner {
+    type Loaded;
+    fn load(&self, policy: Option<&str>, catalog: &str) -> Result<Self::Loaded, LoadError>;
+    fn run(&self, loaded: &Self::Loaded, case: &Case) -> Answer;
+}
+
+pub struct Native;
+
+impl Runner for Native {
+    type Loaded = policy_core::Rules;
+
+    fn load(&self, policy: Option<&str>, catalog: &str) -> Result<Self::Loaded, LoadError> {
+        policy_core::Rules::load(policy, catalog).map_err(|p| LoadError { code: p.full_code(), line: p.line, column: p.column })
+    }
+
+    fn run(&self, rules: &Self::Loaded, case: &Case) -> Answer {
+        match case.op {
+            Op::Evaluate => Ok(Value::String(rules.evaluate_json(&case.call_bytes()?, &case.context_text()).json)),
+            Op::List => {
+                let ctx = policy_core::Context::parse(&case.context_text()).map_err(|p| p.full_code())?;
+                Ok(Value::String(rules.list_exposable(&ctx)))
+            }
+            Op::Turn => rules
+                .turn_json(&state_text(case), &input_text(case))
+                .map(Value::String)
+                .map_err(|p| p.full_code()),
+            Op::StripFields => Ok(Value::from(rules.strip_fields(case.tool.as_deref().unwrap_or_default()).to_vec())),
+        }
+    }
+}
+
+pub struct Component(pub toolgate::Engine);
+
+impl Runner for Component {
+    type Loaded = toolgate::RuleSet;
+
+    fn load(&self, policy: Option<&str>, catalog: &str) -> Result<Self::Loaded, LoadError> {
+        self.0.load(policy, catalog).map_err(|e| match e {
+            toolgate::Error::Load(p) => LoadError { code: p.code, line: p.line, column: p.column },
+            other => LoadError { code: other.code(), line: 0, column: 0 },
+        })
+    }
+
+    fn run(&self, rules: &Self::Loaded, case: &Case) -> Answer {
+        match case.op {
+            Op::Evaluate => Ok(Value::String(rules.evaluate_raw(&case.call_bytes()?, &case.context_text()).json)),
+            Op::List => rules.list_exposable_raw(&case.context_text()).map(Value::String).map_err(|e| e.code()),
+            Op::Turn => rules.turn(&state_text(case), &input_text(case)).map(Value::String).map_err(|e| e.code()),
+            Op::StripFields => rules
+                .strip_fields(case.tool.as_deref().unwrap_or_default())
+                .map(Value::from)
+                .map_err(|e| e.code()),
+        }
+    }
+}
+
+fn state_text(case: &Case) -> String {
+    match &case.state {
+        None | Some(Value::Null) => String::new(),
+        Some(v) => v.to_string(),
+    }
+}
+
+fn input_text(case: &Case) -> String {
+    case.input.as_ref().map_or_else(String::new, Value::to_string)
+}
+
+/// Runs one file; returns the failures (empty when all pass).
+pub fn check_file<R: Runner>(runner: &R, path: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
+    let file = match read_file(path) {
+        Ok(f) => f,
+        Err(e) => return vec![e],
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (policy, catalog) = match (file.policy_text(), file.catalog_text()) {
+        (Ok(p), Ok(c)) => (p, c),
+        (Err(e), _) | (_, Err(e)) => return vec![format!("{name}: {e}")],
+    };
+    let loaded = runner.load(policy.as_deref(), &catalog);
+    match (&file.expect_load_error, loaded) {
+        (Some(expected), Err(got)) => {
+            if *expected != got {
+                failures.push(format!("{name}: load error {got:?}, expected {expected:?}"));
+            }
+        }
+        (Some(expected), Ok(_)) => failures.push(format!("{name}: loaded, expected {expected:?}")),
+        (None, Err(got)) => failures.push(format!("{name}: load failed: {got:?}")),
+        (None, Ok(rules)) => {
+            if file.cases.is_empty() {
+                failures.push(format!("{name}: no cases"));
+            }
+            for case in &file.cases {
+                if let Err(why) = check_case(runner, &rules, case) {
+                    failures.push(format!("{name}: {}: {why}", case.name));
+                }
+            }
+        }
+    }
+    failures
+}
+
+pub fn check_case<R: Runner>(runner: &R, rules: &R::Loaded, case: &Case) -> Result<(), String> {
+    let got = runner.run(rules, case)?;
+    if got != case.expect {
+        return Err(format!("\n  got      {got}\n  expected {}", case.expect));
+    }
+    if let (Some(expected_code), Value::String(json)) = (&case.expect_code, &got) {
+        let decision: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        let code = decision.pointer("/error/code").and_then(Value::as_str).map(str::to_owned);
+        if code != *expected_code {
+            return Err(format!("code {code:?}, hand-written expectation {expected_code:?}"));
+        }
+        if decision.get("ok") != Some(&Value::Bool(code.is_none())) {
+            return Err("`ok` disagrees with `error`".into());
+        }
+    }
+    if let (Some(names), Value::String(json)) = (&case.expect_names, &got) {
+        let listed: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        let got_names: Vec<&str> = listed
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|tools| tools.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect())
+            .unwrap_or_default();
+        if got_names != names.iter().map(String::as_str).collect::<Vec<_>>() {
+            return Err(format!("listed {got_names:?}, hand-written expectation {names:?}"));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,35 @@
+//! Every vector passes natively and through the component with identical
+//! bytes (both are compared to the same `expect`).
+
+use conformance::{Component, Native, check_file, read_file, vector_files};
+
+fn all_files() -> Vec<std::path::PathBuf> {
+    let files = vector_files().unwrap_or_default();
+    assert!(!files.is_empty(), "no vector files found");
+    files
+}
+
+#[test]
+fn corpus_is_large_enough_and_well_formed() {
+    let mut cases = 0;
+    for path in all_files() {
+        let file = read_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(file.spec.starts_with('§'), "{}: `spec` names a SPEC section", path.display());
+        cases += file.cases.len() + usize::from(file.expect_load_error.is_some());
+    }
+    assert!(cases >= 150, "only {cases} cases");
+}
+
+#[test]
+fn every_vector_passes_natively() {
+    let failures: Vec<String> = all_files().iter().flat_map(|p| check_file(&Native, p)).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_vector_passes_through_the_component() {
+    let engine = toolgate::Engine::new().unwrap_or_else(|e| panic!("{e}"));
+    let runner = Component(engine);
+    let failures: Vec<String> = all_files().iter().flat_map(|p| check_file(&runner, p)).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
