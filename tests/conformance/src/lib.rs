@@ -167,6 +167,7 @@ pub trait Runner {
     fn run(&self, loaded: &Self::Loaded, case: &Case) -> Answer;
 }
 
+#[derive(Debug)]
 pub struct Native;
 
 impl Runner for Native {
@@ -192,6 +193,7 @@ impl Runner for Native {
     }
 }
 
+#[derive(Debug)]
 pub struct Component(pub toolgate::Engine);
 
 impl Runner for Component {
