@@ -46,7 +46,8 @@ pub struct Case {
     pub call_text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_hex: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Present on every `turn` case: an object, or `null` for a new conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "present_value")]
     pub state: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
@@ -73,6 +74,21 @@ mod double_option {
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
         Option::<String>::deserialize(d).map(Some)
+    }
+}
+
+/// `Some(Value::Null)` for a key present with `null`, `None` for an absent key.
+mod present_value {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_json::Value;
+    pub fn serialize<S: Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(inner) => s.serialize_some(inner),
+            None => s.serialize_none(),
+        }
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+        Value::deserialize(d).map(Some)
     }
 }
 

@@ -1,0 +1,130 @@
+//! The `toolgate` binary end to end.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+
+fn run(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn plans(file: &str) -> String {
+    format!("{EXAMPLES}/plans/{file}")
+}
+
+#[test]
+fn eval_prints_one_decision_per_line_and_survives_malformed_lines() {
+    let policy = plans("tool_policies.yaml");
+    let catalog = plans("catalog.json");
+    let input = b"{\"name\":\"consultar_plano\",\"arguments\":{\"customer_id\":\"1\"}}\n\nnot json\r\n\xff\xfe\n{\"name\":\"alterar_plano\",\"arguments\":{\"customer_id\":\"1\",\"new_plan_id\":\"X\"}}\n";
+    let out = run(&["eval", "--policy", &policy, "--catalog", &catalog], input);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let codes: Vec<Option<String>> = stdout
+        .lines()
+        .map(|l| {
+            let d: serde_json::Value = serde_json::from_str(l).unwrap();
+            d["error"]["code"].as_str().map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        vec![None, Some("BAD_REQUEST".into()), Some("BAD_REQUEST".into()), Some("CONFIRMATION_REQUIRED".into())]
+    );
+}
+
+#[test]
+fn list_honours_surface_scopes_and_allowlist() {
+    let policy = plans("tool_policies.yaml");
+    let catalog = plans("catalog.json");
+    let out = run(&["list", "--policy", &policy, "--catalog", &catalog, "--surface", "direct", "--allow", "consultar_plano"], b"");
+    assert!(out.status.success());
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["consultar_plano"]);
+}
+
+#[test]
+fn a_malformed_policy_is_refused_with_file_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("toolgate-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "version: 1\ntool_policies:\n  alterar_plano:\n    require_confirmation: \"true\"\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let out = run(&["eval", "--policy", bad, "--catalog", &plans("catalog.json")], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with(&format!("toolgate: {bad}:4:27: ")), "{stderr}");
+    assert!(stderr.contains("(POLICY_INVALID_VALUE)"), "{stderr}");
+
+    let out = run(&["check", "--policy", bad, "--catalog", &plans("catalog.json")], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stdout).unwrap().starts_with(&format!("{bad}:4:27: error: ")));
+}
+
+#[test]
+fn check_reports_lints_with_positions() {
+    let dir = std::env::temp_dir().join(format!("toolgate-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("p.yaml");
+    std::fs::write(
+        &policy,
+        "version: 1\ndefaults:\n  operation_type: read_only\ntool_policies:\n  ghost: {}\n  cancelar_conta:\n    operation_type: read_only\n",
+    )
+    .unwrap();
+    let policy = policy.to_str().unwrap();
+    let out = run(&["check", "--policy", policy, "--catalog", &plans("catalog.json")], b"");
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains(&format!("{policy}:5:3: warning: tool_policies.ghost: `ghost` is in the policy but not in the catalog (POLICY_TOOL_NOT_IN_CATALOG)")), "{stdout}");
+    assert!(stdout.contains(&format!("{policy}:6:3: warning:")) && stdout.contains("POLICY_CONTRADICTS_HINT"), "{stdout}");
+    assert!(stdout.contains("TRANSACTIONAL_WITHOUT_CONFIRMATION") || !stdout.is_empty());
+}
+
+#[test]
+fn policy_tests_pass_and_a_wrong_expectation_fails() {
+    let out = run(&["test", &plans("plans.test.yaml")], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8(out.stdout).unwrap().contains("6 passed, 0 failed"));
+
+    let dir = std::env::temp_dir().join(format!("toolgate-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("wrong.test.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "policy: {}\ncatalog: {}\ncases:\n  - name: wrong\n    call: {{ name: alterar_plano, arguments: {{ customer_id: \"1\", new_plan_id: X }} }}\n    expect: ALLOW\n",
+            plans("tool_policies.yaml"),
+            plans("catalog.json")
+        ),
+    )
+    .unwrap();
+    let out = run(&["test", file.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stdout).unwrap().contains("0 passed, 1 failed"));
+}
+
+#[test]
+fn demo_runs_the_retail_scenario() {
+    let out = run(&["demo"], b"");
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("transaction_status=\"AWAITING_CONFIRMATION\""));
+    assert!(stdout.contains("execute solicitar_devolucao {\"confirmed\":true,\"order_id\":\"123\",\"reason\":\"arrependimento da compra\"}"));
+}
+
+#[test]
+fn usage_errors_exit_64() {
+    let out = run(&["eval"], b"");
+    assert_eq!(out.status.code(), Some(64));
+}
