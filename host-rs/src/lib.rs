@@ -263,7 +263,48 @@ impl Engine {
         Engine::from_component_bytes(COMPONENT, Limits::default())
     }
 
-    /// Compiles a component (~60–100 ms). Prefer [`Engine::precompile`] once
+    /// The embedded component, compiled once per machine: the native code is
+    /// kept in a cache directory (`TOOLGATE_CACHE_DIR`, default
+    /// `$XDG_CACHE_HOME/toolgate` or `~/.cache/toolgate`; `off` disables it)
+    /// and loaded from there on later starts. Compiling takes seconds on a
+    /// small machine; loading the cached artifact takes about a millisecond.
+    /// The cache is trusted like the binary itself: keep it user-owned.
+    pub fn cached() -> Result<Engine, Error> {
+        Engine::cached_with(Limits::default())
+    }
+
+    /// [`Engine::cached`] with explicit limits.
+    pub fn cached_with(limits: Limits) -> Result<Engine, Error> {
+        let Some(dir) = cache_dir() else {
+            return Engine::from_component_bytes(COMPONENT, limits);
+        };
+        let engine = wasmtime_engine()?;
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::hash::DefaultHasher::new();
+            COMPONENT.hash(&mut hasher);
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            hasher.finish()
+        };
+        let path = dir.join(format!("toolgate-{CONTRACT_VERSION}-{key:016x}.cwasm"));
+        if let Ok(bytes) = std::fs::read(&path)
+            && let Ok(engine) = Engine::from_precompiled(&bytes, limits)
+        {
+            return Ok(engine);
+        }
+        let bytes = engine.precompile_component(COMPONENT).map_err(component_error)?;
+        // Best effort: a cache that cannot be written only costs speed.
+        if std::fs::create_dir_all(&dir).is_ok() {
+            let tmp = dir.join(format!(".toolgate-{key:016x}-{}.tmp", std::process::id()));
+            if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &path).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Engine::from_precompiled(&bytes, limits)
+    }
+
+    /// Compiles a component (seconds for this one on a small machine; see
+    /// [`Engine::cached`]). Prefer [`Engine::precompile`] once
     /// and [`Engine::from_precompiled`] at start-up where that matters.
     pub fn from_component_bytes(bytes: &[u8], limits: Limits) -> Result<Engine, Error> {
         let engine = wasmtime_engine()?;
@@ -354,6 +395,18 @@ impl Engine {
             .call_revision(&mut store, handle)
             .map_err(|trap| Error::Fault { code: fault_code(&trap, &store) })?;
         Ok(Live { store, instance, handle, revision })
+    }
+}
+
+fn cache_dir() -> Option<std::path::PathBuf> {
+    match std::env::var_os("TOOLGATE_CACHE_DIR") {
+        Some(v) if v == "off" => None,
+        Some(v) if !v.is_empty() => Some(v.into()),
+        _ => std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+            .map(|base| base.join("toolgate")),
     }
 }
 

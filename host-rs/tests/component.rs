@@ -43,7 +43,7 @@ fn a_component_that_is_not_ours_is_refused_on_load() {
 fn precompiled_component_loads_and_decides_the_same() {
     let precompiled = Engine::precompile().unwrap();
     let fast = Engine::from_precompiled(&precompiled, Limits::default()).unwrap();
-    let slow = Engine::new().unwrap();
+    let slow = Engine::cached().unwrap();
     let call = br#"{"name":"send","arguments":{}}"#;
     let a = fast.load(None, CATALOG).unwrap().evaluate(call, &Context::default());
     let b = slow.load(None, CATALOG).unwrap().evaluate(call, &Context::default());
@@ -53,7 +53,7 @@ fn precompiled_component_loads_and_decides_the_same() {
 
 #[test]
 fn load_errors_carry_code_and_position() {
-    let engine = Engine::new().unwrap();
+    let engine = Engine::cached().unwrap();
     let err = engine
         .load(Some("version: 1\ntool_policies:\n  send:\n    require_confirmation: \"true\"\n"), CATALOG)
         .unwrap_err();
@@ -63,7 +63,7 @@ fn load_errors_carry_code_and_position() {
 
 #[test]
 fn exhausted_fuel_denies_with_its_own_code_and_the_next_call_is_served() {
-    let engine = Engine::new().unwrap();
+    let engine = Engine::cached().unwrap();
     let rules = engine.load(None, CATALOG).unwrap();
     let call = br#"{"name":"lookup","arguments":{"q":"x"}}"#;
     let starved = rules.evaluate_with_fuel(call, "{}", 1_000);
@@ -77,7 +77,7 @@ fn exhausted_fuel_denies_with_its_own_code_and_the_next_call_is_served() {
 #[test]
 fn memory_cap_denies_with_its_own_code_and_the_next_call_is_served() {
     let limits = Limits { max_memory_bytes: 24 << 20, ..Limits::default() };
-    let engine = Engine::from_component_bytes(COMPONENT, limits).unwrap();
+    let engine = Engine::cached_with(limits).unwrap();
     let rules = engine.load(None, CATALOG).unwrap();
     // 3.9 MB of string: parsing it needs more than the 24 MiB cap allows
     // once copied into the guest, the parsed value and the schema check.
@@ -91,7 +91,7 @@ fn memory_cap_denies_with_its_own_code_and_the_next_call_is_served() {
 
 #[test]
 fn oversized_input_never_reaches_the_component() {
-    let engine = Engine::new().unwrap();
+    let engine = Engine::cached().unwrap();
     let rules = engine.load(None, CATALOG).unwrap();
     let big = vec![b' '; engine.limits().max_input_bytes + 1];
     let decision = rules.evaluate(&big, &Context::default());
@@ -112,7 +112,7 @@ fn host_fault_templates_match_the_shared_vectors() {
 
 #[test]
 fn native_and_component_agree_on_the_revision() {
-    let engine = Engine::new().unwrap();
+    let engine = Engine::cached().unwrap();
     let rules = engine.load(None, CATALOG).unwrap();
     let native = policy_core::Rules::load(None, CATALOG).unwrap();
     assert_eq!(rules.revision(), native.revision());

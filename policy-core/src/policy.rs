@@ -310,3 +310,91 @@ mod tests {
         assert_eq!(err("version: 1\ntool_policies:\n  a: {effect: read, operation_type: transactional}\n").code, ProblemCode::InvalidValue);
     }
 }
+
+/// The JSON Schema of the policy file, for editors with a YAML language
+/// server. Built from the same key tables the reader checks against, so a key
+/// cannot be added to one and forgotten in the other (a test covers both).
+pub fn json_schema() -> serde_json::Value {
+    use serde_json::{Map, Value, json};
+    let object = |keys: &[&str], field: &dyn Fn(&str) -> Value| {
+        let properties: Map<String, Value> = keys.iter().map(|k| ((*k).to_owned(), field(k))).collect();
+        json!({"type": "object", "additionalProperties": false, "properties": properties})
+    };
+    let operation_type = json!({"enum": ["read_only", "transactional"]});
+    let entry_field = |key: &str| match key {
+        "operation_type" => json!({"description": "read_only or transactional; always wins over the catalog.", "enum": ["read_only", "transactional"]}),
+        "effect" => json!({"description": "A finer effect (read, write, external_message, ...). Implies the operation type.", "type": "string", "pattern": "^[a-z][a-z0-9_]*$", "maxLength": 64}),
+        "require_confirmation" => json!({"description": "Whether a call needs the literal boolean confirmed: true.", "type": "boolean"}),
+        "requires" => json!({"description": "Arguments that must be present and not null.", "type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": true}),
+        "scopes" => json!({"description": "Scopes a caller must be granted (replace the catalog's).", "type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": true}),
+        "hold" => json!({"description": "Hold the tool back with a reason: it is never exposed and answers like an unknown tool.", "type": "string", "pattern": "\\S"}),
+        "require_idempotency_key" => json!({"description": "Require an idempotency_key argument (8..128 of A-Za-z0-9._:-).", "type": "boolean"}),
+        "pin" => json!({"description": "sha256 of the tool's catalog definition; a changed definition holds the tool back.", "type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}),
+        _ => Value::Null,
+    };
+    let default_field = |key: &str| match key {
+        "operation_type" => operation_type.clone(),
+        "require_confirmation" => json!({"type": "boolean"}),
+        _ => Value::Null,
+    };
+    let entry = object(ENTRY_KEYS, &entry_field);
+    let top_field = |key: &str| match key {
+        "version" => json!({"const": POLICY_FORMAT_VERSION}),
+        "defaults" => object(DEFAULT_KEYS, &default_field),
+        "trust_catalog_hints" => json!({"description": "Let catalog read-only hints loosen a transactional default.", "type": "boolean"}),
+        "tool_policies" => json!({"type": "object", "additionalProperties": entry.clone()}),
+        _ => Value::Null,
+    };
+    let mut schema = object(TOP_KEYS, &top_field);
+    if let Value::Object(map) = &mut schema {
+        map.insert("$schema".into(), json!("https://json-schema.org/draft/2020-12/schema"));
+        map.insert("title".into(), json!("toolgate tool_policies.yaml, version 1"));
+        map.insert("required".into(), json!(["version"]));
+    }
+    schema
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+
+    #[test]
+    fn every_key_the_reader_accepts_has_a_schema() {
+        let schema = json_schema();
+        for key in TOP_KEYS {
+            assert!(!schema["properties"][key].is_null(), "{key}");
+        }
+        for key in ENTRY_KEYS {
+            assert!(!schema["properties"]["tool_policies"]["additionalProperties"]["properties"][key].is_null(), "{key}");
+        }
+        for key in DEFAULT_KEYS {
+            assert!(!schema["properties"]["defaults"]["properties"][key].is_null(), "{key}");
+        }
+    }
+
+    #[test]
+    fn committed_schema_is_fresh() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schema/tool_policies.schema.json");
+        let generated = serde_json::to_string_pretty(&json_schema()).unwrap_or_default() + "\n";
+        if std::env::var_os("TOOLGATE_WRITE_SCHEMA").is_some() {
+            std::fs::write(path, &generated).unwrap_or_else(|e| unreachable!("{e}"));
+        }
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(committed == generated, "schema/tool_policies.schema.json is stale: run TOOLGATE_WRITE_SCHEMA=1 cargo test -p policy-core");
+    }
+
+    #[test]
+    fn the_examples_validate_against_the_schema() {
+        let validator = jsonschema::validator_for(&json_schema()).unwrap_or_else(|e| unreachable!("{e}"));
+        for text in [
+            include_str!("../../examples/plans/tool_policies.yaml"),
+            include_str!("../../examples/retail/tool_policies.yaml"),
+        ] {
+            let node = crate::yaml::parse(text, Origin::Policy).unwrap_or_else(|e| unreachable!("{e}"));
+            assert!(validator.is_valid(&node.to_json()));
+        }
+        let bad = crate::yaml::parse("version: 1\ntool_policies:\n  a: {require_confirmation: \"true\"}\n", Origin::Policy)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(!validator.is_valid(&bad.to_json()));
+    }
+}

@@ -55,7 +55,7 @@ fn agent(message: &str) -> (Vec<Value>, Option<bool>) {
 }
 
 pub fn run() -> Result<ExitCode> {
-    let engine = Engine::new()?;
+    let engine = Engine::cached()?;
     let retail = engine.load(Some(RETAIL_POLICY), RETAIL_CATALOG).map_err(|e| anyhow!("{e}"))?;
     println!("== Retail return (examples/retail), policy revision {}", retail.revision());
     let context = json!({"surface": "confirming", "allowed_tools": ["consultar_pedido", "solicitar_devolucao"]});

@@ -161,7 +161,7 @@ fn problem_text(problem: &toolgate::Problem) -> String {
 fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<ExitCode>) -> Result<ExitCode> {
     let policy = args.policy.as_deref().map(read_text).transpose()?;
     let catalog = read_text(&args.catalog)?;
-    let engine = Engine::new()?;
+    let engine = Engine::cached()?;
     match engine.load(policy.as_deref(), &catalog) {
         Ok(rules) => f(&rules, &args.context()),
         Err(Error::Load(problem)) => {
@@ -197,7 +197,7 @@ fn eval(rules: &RuleSet, ctx: &Context) -> Result<ExitCode> {
 fn check(args: &CheckArgs) -> Result<ExitCode> {
     let policy = read_text(&args.policy)?;
     let catalog = read_text(&args.catalog)?;
-    let engine = Engine::new()?;
+    let engine = Engine::cached()?;
     let rules = match engine.load(Some(&policy), &catalog) {
         Ok(rules) => rules,
         Err(Error::Load(problem)) => {

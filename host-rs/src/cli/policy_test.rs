@@ -37,7 +37,7 @@ struct Case {
 }
 
 pub fn run(files: &[PathBuf]) -> Result<ExitCode> {
-    let engine = Engine::new()?;
+    let engine = Engine::cached()?;
     let (mut passed, mut failed) = (0usize, 0usize);
     for file in files {
         let (p, f) = run_file(&engine, file).with_context(|| file.display().to_string())?;

@@ -28,7 +28,7 @@ fn every_vector_passes_natively() {
 
 #[test]
 fn every_vector_passes_through_the_component() {
-    let engine = toolgate::Engine::new().unwrap_or_else(|e| panic!("{e}"));
+    let engine = toolgate::Engine::cached().unwrap_or_else(|e| panic!("{e}"));
     let runner = Component(engine);
     let failures: Vec<String> = all_files().iter().flat_map(|p| check_file(&runner, p)).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
