@@ -6,7 +6,14 @@ use std::path::PathBuf;
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let root = manifest.join("..");
-    for watched in ["policy-core/src", "policy-core/Cargo.toml", "policy-component", "wit", "Cargo.lock", ".cargo/config.toml"] {
+    for watched in [
+        "policy-core/src",
+        "policy-core/Cargo.toml",
+        "policy-component",
+        "wit",
+        "Cargo.lock",
+        ".cargo/config.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("toolgate_policy.wasm");

@@ -38,7 +38,17 @@ pub fn build_module(workspace_root: &Path) -> Result<PathBuf, String> {
     let target_dir = workspace_root.join("target").join("guest");
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root)
-        .args(["build", "--quiet", "-p", "policy-component", "--lib", "--target", GUEST_TARGET, "--profile", GUEST_PROFILE])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "policy-component",
+            "--lib",
+            "--target",
+            GUEST_TARGET,
+            "--profile",
+            GUEST_PROFILE,
+        ])
         .arg("--target-dir")
         .arg(&target_dir);
     for var in SCRUBBED_ENV {
@@ -50,7 +60,10 @@ pub fn build_module(workspace_root: &Path) -> Result<PathBuf, String> {
             "building the guest failed ({status}); is the target installed? run: rustup target add {GUEST_TARGET}"
         ));
     }
-    Ok(target_dir.join(GUEST_TARGET).join(GUEST_PROFILE).join("policy_component.wasm"))
+    Ok(target_dir
+        .join(GUEST_TARGET)
+        .join(GUEST_PROFILE)
+        .join("policy_component.wasm"))
 }
 
 /// Wraps a core module (with wit-bindgen's component-type section) into a

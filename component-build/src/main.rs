@@ -9,11 +9,14 @@ fn main() -> ExitCode {
     let out = std::env::args_os()
         .nth(1)
         .map_or_else(|| root.join("dist").join("toolgate_policy.wasm"), PathBuf::from);
-    match component_build::build(&root, &out).and_then(|bytes| {
-        component_build::interface(&bytes).map(|(imports, exports)| (bytes.len(), imports, exports))
-    }) {
+    match component_build::build(&root, &out)
+        .and_then(|bytes| component_build::interface(&bytes).map(|(imports, exports)| (bytes.len(), imports, exports)))
+    {
         Ok((size, imports, exports)) => {
-            println!("{}: {size} bytes; imports: {imports:?}; exports: {exports:?}", out.display());
+            println!(
+                "{}: {size} bytes; imports: {imports:?}; exports: {exports:?}",
+                out.display()
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -97,7 +97,14 @@ pub struct Problem {
 
 impl From<WitProblem> for Problem {
     fn from(p: WitProblem) -> Self {
-        Problem { code: p.code, message: p.message, origin: p.origin, path: p.path, line: p.line, column: p.column }
+        Problem {
+            code: p.code,
+            message: p.message,
+            origin: p.origin,
+            path: p.path,
+            line: p.line,
+            column: p.column,
+        }
     }
 }
 
@@ -170,7 +177,11 @@ impl Decision {
             code: String,
         }
         match serde_json::from_str::<Head>(&json) {
-            Ok(head) if head.ok == head.error.is_none() => Decision { ok: head.ok, code: head.error.map(|e| e.code), json },
+            Ok(head) if head.ok == head.error.is_none() => Decision {
+                ok: head.ok,
+                code: head.error.map(|e| e.code),
+                json,
+            },
             // Unparseable output from the engine is itself a fault: deny.
             _ => Decision::fault("ENGINE_TRAP"),
         }
@@ -183,7 +194,11 @@ impl Decision {
             "INPUT_TOO_LARGE" => faults::INPUT_TOO_LARGE,
             _ => faults::ENGINE_TRAP,
         };
-        Decision { ok: false, code: Some(code.to_owned()), json: json.to_owned() }
+        Decision {
+            ok: false,
+            code: Some(code.to_owned()),
+            json: json.to_owned(),
+        }
     }
 }
 
@@ -243,7 +258,9 @@ pub struct Engine {
 
 impl fmt::Debug for Engine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Engine").field("limits", &self.inner.limits).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("limits", &self.inner.limits)
+            .finish_non_exhaustive()
     }
 }
 
@@ -315,7 +332,9 @@ impl Engine {
     /// The embedded component compiled for this machine and wasmtime
     /// version, to be stored and loaded with [`Engine::from_precompiled`].
     pub fn precompile() -> Result<Vec<u8>, Error> {
-        wasmtime_engine()?.precompile_component(COMPONENT).map_err(component_error)
+        wasmtime_engine()?
+            .precompile_component(COMPONENT)
+            .map_err(component_error)
     }
 
     /// Loads a precompiled component (~0.1 ms instead of compiling).
@@ -336,7 +355,9 @@ impl Engine {
         let linker: Linker<HostState> = Linker::new(&engine);
         let instance_pre = linker.instantiate_pre(&component).map_err(component_error)?;
         let pre = bindings::ToolgatePre::new(instance_pre).map_err(component_error)?;
-        let engine = Engine { inner: Arc::new(EngineInner { engine, pre, limits }) };
+        let engine = Engine {
+            inner: Arc::new(EngineInner { engine, pre, limits }),
+        };
         // Check the contract version once, on a throwaway instance.
         let (mut store, instance) = engine.instantiate()?;
         store.set_fuel(engine.inner.limits.call_fuel).map_err(component_error)?;
@@ -355,7 +376,10 @@ impl Engine {
     fn instantiate(&self) -> Result<(Store<HostState>, bindings::Toolgate), Error> {
         let mut store = Store::new(
             &self.inner.engine,
-            HostState { max_memory: self.inner.limits.max_memory_bytes, memory_exhausted: false },
+            HostState {
+                max_memory: self.inner.limits.max_memory_bytes,
+                memory_exhausted: false,
+            },
         );
         store.limiter(|state| state as &mut dyn ResourceLimiter);
         // Instantiation runs the component's start code: it needs fuel too.
@@ -388,13 +412,22 @@ impl Engine {
         let handle = match loaded {
             Ok(Ok(handle)) => handle,
             Ok(Err(problem)) => return Err(Error::Load(problem.into())),
-            Err(trap) => return Err(Error::Fault { code: fault_code(&trap, &store) }),
+            Err(trap) => {
+                return Err(Error::Fault {
+                    code: fault_code(&trap, &store),
+                });
+            }
         };
         store.set_fuel(self.inner.limits.call_fuel).map_err(component_error)?;
-        let revision = rules
-            .call_revision(&mut store, handle)
-            .map_err(|trap| Error::Fault { code: fault_code(&trap, &store) })?;
-        Ok(Live { store, instance, handle, revision })
+        let revision = rules.call_revision(&mut store, handle).map_err(|trap| Error::Fault {
+            code: fault_code(&trap, &store),
+        })?;
+        Ok(Live {
+            store,
+            instance,
+            handle,
+            revision,
+        })
     }
 }
 
@@ -440,7 +473,9 @@ pub struct RuleSet {
 
 impl fmt::Debug for RuleSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuleSet").field("revision", &self.revision).finish_non_exhaustive()
+        f.debug_struct("RuleSet")
+            .field("revision", &self.revision)
+            .finish_non_exhaustive()
     }
 }
 
@@ -495,7 +530,10 @@ impl RuleSet {
             return Decision::fault("INPUT_TOO_LARGE");
         }
         let result = self.with_instance(fuel, |store, instance, handle| {
-            instance.toolgate_policy_engine().rule_set().call_evaluate(store, handle, call, context)
+            instance
+                .toolgate_policy_engine()
+                .rule_set()
+                .call_evaluate(store, handle, call, context)
         });
         match result {
             Ok(json) => Decision::from_json(json),
@@ -514,7 +552,10 @@ impl RuleSet {
             return Err(Error::TooLarge);
         }
         self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
-            instance.toolgate_policy_engine().rule_set().call_list_exposable(store, handle, context)
+            instance
+                .toolgate_policy_engine()
+                .rule_set()
+                .call_list_exposable(store, handle, context)
         })?
         .map_err(|p| Error::Invalid(p.into()))
     }
@@ -527,7 +568,10 @@ impl RuleSet {
             return Err(Error::TooLarge);
         }
         self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
-            instance.toolgate_policy_engine().rule_set().call_turn(store, handle, state, input)
+            instance
+                .toolgate_policy_engine()
+                .rule_set()
+                .call_turn(store, handle, state, input)
         })?
         .map_err(|p| Error::Invalid(p.into()))
     }
@@ -535,18 +579,27 @@ impl RuleSet {
     /// The engine fields to remove from a call to `tool` before forwarding it.
     pub fn strip_fields(&self, tool: &str) -> Result<Vec<String>, Error> {
         self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
-            instance.toolgate_policy_engine().rule_set().call_strip_fields(store, handle, tool)
+            instance
+                .toolgate_policy_engine()
+                .rule_set()
+                .call_strip_fields(store, handle, tool)
         })
     }
 
     /// Lints on the loaded rules.
     pub fn findings(&self) -> Result<Vec<Finding>, Error> {
         let found = self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
-            instance.toolgate_policy_engine().rule_set().call_findings(store, handle)
+            instance
+                .toolgate_policy_engine()
+                .rule_set()
+                .call_findings(store, handle)
         })?;
         Ok(found
             .into_iter()
-            .map(|f| Finding { severity: f.severity, problem: f.problem.into() })
+            .map(|f| Finding {
+                severity: f.severity,
+                problem: f.problem.into(),
+            })
             .collect())
     }
 }

@@ -39,7 +39,12 @@ fn eval_prints_one_decision_per_line_and_survives_malformed_lines() {
         .collect();
     assert_eq!(
         codes,
-        vec![None, Some("BAD_REQUEST".into()), Some("BAD_REQUEST".into()), Some("CONFIRMATION_REQUIRED".into())]
+        vec![
+            None,
+            Some("BAD_REQUEST".into()),
+            Some("BAD_REQUEST".into()),
+            Some("CONFIRMATION_REQUIRED".into())
+        ]
     );
 }
 
@@ -47,10 +52,28 @@ fn eval_prints_one_decision_per_line_and_survives_malformed_lines() {
 fn list_honours_surface_scopes_and_allowlist() {
     let policy = plans("tool_policies.yaml");
     let catalog = plans("catalog.json");
-    let out = run(&["list", "--policy", &policy, "--catalog", &catalog, "--surface", "direct", "--allow", "consultar_plano"], b"");
+    let out = run(
+        &[
+            "list",
+            "--policy",
+            &policy,
+            "--catalog",
+            &catalog,
+            "--surface",
+            "direct",
+            "--allow",
+            "consultar_plano",
+        ],
+        b"",
+    );
     assert!(out.status.success());
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["consultar_plano"]);
 }
 
@@ -59,7 +82,11 @@ fn a_malformed_policy_is_refused_with_file_line_and_column() {
     let dir = std::env::temp_dir().join(format!("toolgate-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.yaml");
-    std::fs::write(&bad, "version: 1\ntool_policies:\n  alterar_plano:\n    require_confirmation: \"true\"\n").unwrap();
+    std::fs::write(
+        &bad,
+        "version: 1\ntool_policies:\n  alterar_plano:\n    require_confirmation: \"true\"\n",
+    )
+    .unwrap();
     let bad = bad.to_str().unwrap();
     let out = run(&["eval", "--policy", bad, "--catalog", &plans("catalog.json")], b"");
     assert_eq!(out.status.code(), Some(2));
@@ -69,7 +96,11 @@ fn a_malformed_policy_is_refused_with_file_line_and_column() {
 
     let out = run(&["check", "--policy", bad, "--catalog", &plans("catalog.json")], b"");
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8(out.stdout).unwrap().starts_with(&format!("{bad}:4:27: error: ")));
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .starts_with(&format!("{bad}:4:27: error: "))
+    );
 }
 
 #[test]
@@ -87,7 +118,10 @@ fn check_reports_lints_with_positions() {
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains(&format!("{policy}:5:3: warning: tool_policies.ghost: `ghost` is in the policy but not in the catalog (POLICY_TOOL_NOT_IN_CATALOG)")), "{stdout}");
-    assert!(stdout.contains(&format!("{policy}:6:3: warning:")) && stdout.contains("POLICY_CONTRADICTS_HINT"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{policy}:6:3: warning:")) && stdout.contains("POLICY_CONTRADICTS_HINT"),
+        "{stdout}"
+    );
     assert!(stdout.contains("TRANSACTIONAL_WITHOUT_CONFIRMATION") || !stdout.is_empty());
 }
 
@@ -120,7 +154,9 @@ fn demo_runs_the_retail_scenario() {
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("transaction_status=\"AWAITING_CONFIRMATION\""));
-    assert!(stdout.contains("execute solicitar_devolucao {\"confirmed\":true,\"order_id\":\"123\",\"reason\":\"arrependimento da compra\"}"));
+    assert!(stdout.contains(
+        "execute solicitar_devolucao {\"confirmed\":true,\"order_id\":\"123\",\"reason\":\"arrependimento da compra\"}"
+    ));
 }
 
 #[test]

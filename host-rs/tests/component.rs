@@ -21,14 +21,21 @@ const CATALOG: &str = r#"{"tools":[
 #[test]
 fn component_imports_nothing_and_exports_the_versioned_interface() {
     let (imports, exports) = component_build::interface(COMPONENT).unwrap();
-    let unexpected: Vec<&String> = imports.iter().filter(|i| !ALLOWED_IMPORTS.contains(&i.as_str())).collect();
+    let unexpected: Vec<&String> = imports
+        .iter()
+        .filter(|i| !ALLOWED_IMPORTS.contains(&i.as_str()))
+        .collect();
     assert!(unexpected.is_empty(), "unexpected imports: {unexpected:?}");
     assert_eq!(exports, vec!["toolgate:policy/engine@0.1.0".to_string()]);
 }
 
 #[test]
 fn component_fits_its_size_budget() {
-    assert!(COMPONENT.len() <= SIZE_BUDGET_BYTES, "component is {} bytes, budget {SIZE_BUDGET_BYTES}", COMPONENT.len());
+    assert!(
+        COMPONENT.len() <= SIZE_BUDGET_BYTES,
+        "component is {} bytes, budget {SIZE_BUDGET_BYTES}",
+        COMPONENT.len()
+    );
 }
 
 #[test]
@@ -55,10 +62,18 @@ fn precompiled_component_loads_and_decides_the_same() {
 fn load_errors_carry_code_and_position() {
     let engine = Engine::cached().unwrap();
     let err = engine
-        .load(Some("version: 1\ntool_policies:\n  send:\n    require_confirmation: \"true\"\n"), CATALOG)
+        .load(
+            Some("version: 1\ntool_policies:\n  send:\n    require_confirmation: \"true\"\n"),
+            CATALOG,
+        )
         .unwrap_err();
-    let Error::Load(problem) = err else { panic!("not a load error: {err:?}") };
-    assert_eq!((problem.code.as_str(), problem.line, problem.column), ("POLICY_INVALID_VALUE", 4, 27));
+    let Error::Load(problem) = err else {
+        panic!("not a load error: {err:?}")
+    };
+    assert_eq!(
+        (problem.code.as_str(), problem.line, problem.column),
+        ("POLICY_INVALID_VALUE", 4, 27)
+    );
 }
 
 #[test]
@@ -76,15 +91,27 @@ fn exhausted_fuel_denies_with_its_own_code_and_the_next_call_is_served() {
 
 #[test]
 fn memory_cap_denies_with_its_own_code_and_the_next_call_is_served() {
-    let limits = Limits { max_memory_bytes: 24 << 20, ..Limits::default() };
+    let limits = Limits {
+        max_memory_bytes: 24 << 20,
+        ..Limits::default()
+    };
     let engine = Engine::cached_with(limits).unwrap();
     let rules = engine.load(None, CATALOG).unwrap();
     // 3.9 MB of string: parsing it needs more than the 24 MiB cap allows
     // once copied into the guest, the parsed value and the schema check.
-    let huge = format!(r#"{{"name":"lookup","arguments":{{"q":"{}","r":[{}]}}}}"#, "x".repeat(1_000_000), "1,".repeat(900_000) + "1");
+    let huge = format!(
+        r#"{{"name":"lookup","arguments":{{"q":"{}","r":[{}]}}}}"#,
+        "x".repeat(1_000_000),
+        "1,".repeat(900_000) + "1"
+    );
     let decision = rules.evaluate(huge.as_bytes(), &Context::default());
     assert!(!decision.ok);
-    assert_eq!(decision.code.as_deref(), Some("ENGINE_OUT_OF_MEMORY"), "{}", decision.json);
+    assert_eq!(
+        decision.code.as_deref(),
+        Some("ENGINE_OUT_OF_MEMORY"),
+        "{}",
+        decision.json
+    );
     let next = rules.evaluate(br#"{"name":"lookup","arguments":{"q":"x"}}"#, &Context::default());
     assert!(next.ok, "{}", next.json);
 }
@@ -100,7 +127,11 @@ fn oversized_input_never_reaches_the_component() {
 
 #[test]
 fn host_fault_templates_match_the_shared_vectors() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/host-faults.json")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/vectors/host-faults.json"
+    ))
+    .unwrap();
     let file: serde_json::Value = serde_json::from_str(&text).unwrap();
     let faults_json = &file["faults"];
     assert_eq!(faults_json["ENGINE_TRAP"], faults::ENGINE_TRAP);

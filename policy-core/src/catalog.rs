@@ -148,7 +148,11 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
                     ));
                 }
                 let Some(Value::Array(items)) = map.get("tools") else {
-                    return Err(problem(ProblemCode::MissingKey, "tools", "a published catalog needs a `tools` array"));
+                    return Err(problem(
+                        ProblemCode::MissingKey,
+                        "tools",
+                        "a published catalog needs a `tools` array",
+                    ));
                 };
                 (CatalogForm::Published, mcp_tools(items, "tools")?)
             }
@@ -184,7 +188,10 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
             return Err(Problem::new(
                 ProblemCode::Duplicate,
                 Origin::Catalog,
-                format!("tool `{}` is defined twice (first at {first})", json::truncate_for_message(&tool.name)),
+                format!(
+                    "tool `{}` is defined twice (first at {first})",
+                    json::truncate_for_message(&tool.name)
+                ),
             )
             .with_path(tool.path.clone())
             .at(u64::from(tool.line), u64::from(tool.column)));
@@ -214,7 +221,11 @@ fn opt_string(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(problem(ProblemCode::InvalidValue, &format!("{path}.{key}"), format!("`{key}` must be a string"))),
+        Some(_) => Err(problem(
+            ProblemCode::InvalidValue,
+            &format!("{path}.{key}"),
+            format!("`{key}` must be a string"),
+        )),
     }
 }
 
@@ -222,7 +233,11 @@ fn opt_schema(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v @ Value::Object(_)) => Ok(Some(v.clone())),
-        Some(_) => Err(problem(ProblemCode::InvalidValue, &format!("{path}.{key}"), format!("`{key}` must be a JSON Schema object"))),
+        Some(_) => Err(problem(
+            ProblemCode::InvalidValue,
+            &format!("{path}.{key}"),
+            format!("`{key}` must be a JSON Schema object"),
+        )),
     }
 }
 
@@ -232,7 +247,13 @@ fn mcp_tool(item: &Value, path: &str) -> Result<CatalogTool, Problem> {
     };
     let name = match map.get("name") {
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(problem(ProblemCode::InvalidValue, &format!("{path}.name"), "`name` must be a string")),
+        Some(_) => {
+            return Err(problem(
+                ProblemCode::InvalidValue,
+                &format!("{path}.name"),
+                "`name` must be a string",
+            ));
+        }
         None => return Err(problem(ProblemCode::MissingKey, path, "a tool needs a `name`")),
     };
     check_tool_name(&name).map_err(|why| problem(ProblemCode::InvalidValue, &format!("{path}.name"), why))?;
@@ -240,14 +261,22 @@ fn mcp_tool(item: &Value, path: &str) -> Result<CatalogTool, Problem> {
         None | Some(Value::Null) => None,
         Some(Value::Object(a)) => Some(annotations(a, &format!("{path}.annotations"))?),
         Some(_) => {
-            return Err(problem(ProblemCode::InvalidValue, &format!("{path}.annotations"), "`annotations` must be an object"));
+            return Err(problem(
+                ProblemCode::InvalidValue,
+                &format!("{path}.annotations"),
+                "`annotations` must be an object",
+            ));
         }
     };
     let effect = opt_string(map, "effect", path)?;
     if let Some(e) = &effect
         && !is_valid_effect(e)
     {
-        return Err(problem(ProblemCode::InvalidValue, &format!("{path}.effect"), "`effect` must be a lower-case identifier"));
+        return Err(problem(
+            ProblemCode::InvalidValue,
+            &format!("{path}.effect"),
+            "`effect` must be a lower-case identifier",
+        ));
     }
     let scopes = match map.get("scopes") {
         None | Some(Value::Null) => None,
@@ -257,13 +286,23 @@ fn mcp_tool(item: &Value, path: &str) -> Result<CatalogTool, Problem> {
                 match s {
                     Value::String(s) if !s.is_empty() => out.push(s.clone()),
                     _ => {
-                        return Err(problem(ProblemCode::InvalidValue, &format!("{path}.scopes[{i}]"), "a scope must be a non-empty string"));
+                        return Err(problem(
+                            ProblemCode::InvalidValue,
+                            &format!("{path}.scopes[{i}]"),
+                            "a scope must be a non-empty string",
+                        ));
                     }
                 }
             }
             Some(out)
         }
-        Some(_) => return Err(problem(ProblemCode::InvalidValue, &format!("{path}.scopes"), "`scopes` must be an array of strings")),
+        Some(_) => {
+            return Err(problem(
+                ProblemCode::InvalidValue,
+                &format!("{path}.scopes"),
+                "`scopes` must be an array of strings",
+            ));
+        }
     };
     Ok(CatalogTool {
         title: opt_string(map, "title", path)?,
@@ -288,7 +327,11 @@ fn annotations(map: &Map<String, Value>, path: &str) -> Result<Annotations, Prob
         match key.as_str() {
             "readOnlyHint" | "destructiveHint" => {
                 let Value::Bool(b) = value else {
-                    return Err(problem(ProblemCode::InvalidValue, &format!("{path}.{key}"), format!("`{key}` must be true or false")));
+                    return Err(problem(
+                        ProblemCode::InvalidValue,
+                        &format!("{path}.{key}"),
+                        format!("`{key}` must be true or false"),
+                    ));
                 };
                 if key == "readOnlyHint" {
                     out.read_only_hint = Some(*b);
@@ -318,14 +361,17 @@ const LEGACY_KEYS: &[&str] = &[
 ];
 
 fn legacy_tools(root: &Node) -> Result<Vec<CatalogTool>, Problem> {
-    let r = Reader { origin: Origin::Catalog };
+    let r = Reader {
+        origin: Origin::Catalog,
+    };
     let mut tools = Vec::new();
     for (key, value) in r.map(root, "catalog")? {
         if key.name != "tools" {
             return Err(r.unknown_key(key, &["tools"]));
         }
         for (name, entry) in r.map(value, "tools")? {
-            check_tool_name(&name.name).map_err(|why| r.error(name.line, name.column, ProblemCode::InvalidValue, why))?;
+            check_tool_name(&name.name)
+                .map_err(|why| r.error(name.line, name.column, ProblemCode::InvalidValue, why))?;
             tools.push(legacy_tool(&r, &name.name, name.line, name.column, entry)?);
         }
     }
@@ -357,7 +403,12 @@ fn legacy_tool(r: &Reader, name: &str, line: u64, column: u64, node: &Node) -> R
                 "tool_type" => {
                     let s = r.string(value, "tool_type")?;
                     legacy.tool_type = Some(OperationType::parse(s).ok_or_else(|| {
-                        r.error(value.line, value.column, ProblemCode::InvalidValue, "`tool_type` must be read_only or transactional")
+                        r.error(
+                            value.line,
+                            value.column,
+                            ProblemCode::InvalidValue,
+                            "`tool_type` must be read_only or transactional",
+                        )
                     })?);
                 }
                 "requires" => legacy.requires = Some(r.string_list(value, "requires")?),
@@ -367,7 +418,12 @@ fn legacy_tool(r: &Reader, name: &str, line: u64, column: u64, node: &Node) -> R
                         "auto" => ExecutionPolicy::Auto,
                         "confirm" => ExecutionPolicy::Confirm,
                         _ => {
-                            return Err(r.error(value.line, value.column, ProblemCode::InvalidValue, "`execution_policy` must be auto or confirm"));
+                            return Err(r.error(
+                                value.line,
+                                value.column,
+                                ProblemCode::InvalidValue,
+                                "`execution_policy` must be auto or confirm",
+                            ));
                         }
                     });
                 }
@@ -399,7 +455,8 @@ mod tests {
         assert_eq!(list.form, CatalogForm::McpListResult);
         let arr = parse(&format!("[{t}]")).unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(arr.form, CatalogForm::McpToolArray);
-        let published = parse(&format!(r#"{{"formatVersion":1,"tools":[{t}]}}"#)).unwrap_or_else(|e| unreachable!("{e}"));
+        let published =
+            parse(&format!(r#"{{"formatVersion":1,"tools":[{t}]}}"#)).unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(published.form, CatalogForm::Published);
         let legacy = parse("tools:\n  a:\n    tool_type: read_only\n").unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(legacy.form, CatalogForm::LegacyToolsYaml);
@@ -408,13 +465,35 @@ mod tests {
 
     #[test]
     fn duplicate_and_malformed_tools_are_errors() {
-        assert_eq!(parse(r#"[{"name":"a"},{"name":"a"}]"#).err().map(|e| e.code), Some(ProblemCode::Duplicate));
+        assert_eq!(
+            parse(r#"[{"name":"a"},{"name":"a"}]"#).err().map(|e| e.code),
+            Some(ProblemCode::Duplicate)
+        );
         assert_eq!(parse(r#"[{"name":5}]"#).err().map(|e| e.path), Some("[0].name".into()));
-        assert_eq!(parse(r#"[{"name":"a","annotations":{"readOnlyHint":"true"}}]"#).err().map(|e| e.code), Some(ProblemCode::InvalidValue));
-        assert_eq!(parse("tools:\n  a:\n    enabled: \"yes\"\n").err().map(|e| (e.line, e.column)), Some((3, 14)));
-        assert_eq!(parse("tools:\n  a:\n    colour: red\n").err().map(|e| e.code), Some(ProblemCode::UnknownKey));
-        assert_eq!(parse(r#"{"formatVersion":2,"tools":[]}"#).err().map(|e| e.code), Some(ProblemCode::UnsupportedVersion));
-        assert_eq!(parse(r#"{"x":1}"#).err().map(|e| e.code), Some(ProblemCode::UnknownCatalogForm));
+        assert_eq!(
+            parse(r#"[{"name":"a","annotations":{"readOnlyHint":"true"}}]"#)
+                .err()
+                .map(|e| e.code),
+            Some(ProblemCode::InvalidValue)
+        );
+        assert_eq!(
+            parse("tools:\n  a:\n    enabled: \"yes\"\n")
+                .err()
+                .map(|e| (e.line, e.column)),
+            Some((3, 14))
+        );
+        assert_eq!(
+            parse("tools:\n  a:\n    colour: red\n").err().map(|e| e.code),
+            Some(ProblemCode::UnknownKey)
+        );
+        assert_eq!(
+            parse(r#"{"formatVersion":2,"tools":[]}"#).err().map(|e| e.code),
+            Some(ProblemCode::UnsupportedVersion)
+        );
+        assert_eq!(
+            parse(r#"{"x":1}"#).err().map(|e| e.code),
+            Some(ProblemCode::UnknownCatalogForm)
+        );
         assert_eq!(parse("[\u{1}]").err().map(|e| e.code), Some(ProblemCode::Syntax));
     }
 }

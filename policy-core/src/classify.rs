@@ -57,8 +57,13 @@ pub fn catalog_hint(tool: &CatalogTool) -> CatalogHint {
     if finer.is_some() || hint_writes {
         return CatalogHint::Writes(finer.map(str::to_owned));
     }
-    let hint_reads = tool.effect.as_deref() == Some(READ_EFFECT) || annotations.is_some_and(|a| a.read_only_hint == Some(true));
-    if hint_reads { CatalogHint::ReadOnly } else { CatalogHint::Silent }
+    let hint_reads =
+        tool.effect.as_deref() == Some(READ_EFFECT) || annotations.is_some_and(|a| a.read_only_hint == Some(true));
+    if hint_reads {
+        CatalogHint::ReadOnly
+    } else {
+        CatalogHint::Silent
+    }
 }
 
 /// The property names a JSON Schema object declares at its top level.

@@ -41,7 +41,11 @@ fn string_list(value: &Value, key: &str) -> Result<Option<Vec<String>>, Problem>
         Value::Null => Ok(None),
         Value::Array(items) => items
             .iter()
-            .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| bad(format!("`{key}` must be an array of strings"))))
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| bad(format!("`{key}` must be an array of strings")))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
         _ => Err(bad(format!("`{key}` must be an array of strings or null"))),
@@ -55,8 +59,12 @@ impl Context {
             return Ok(Context::default());
         }
         let value = crate::json::parse_strict(text.as_bytes()).map_err(|e| {
-            Problem::new(ProblemCode::Syntax, Origin::Context, crate::catalog::json_error_message(&e))
-                .at(e.line() as u64, e.column() as u64)
+            Problem::new(
+                ProblemCode::Syntax,
+                Origin::Context,
+                crate::catalog::json_error_message(&e),
+            )
+            .at(e.line() as u64, e.column() as u64)
         })?;
         Context::from_value(&value)
     }
@@ -73,7 +81,9 @@ impl Context {
                 "surface" => {
                     ctx.surface = match value {
                         Value::Null => Surface::default(),
-                        Value::String(s) => Surface::parse(s).ok_or_else(|| bad("`surface` must be confirming or direct"))?,
+                        Value::String(s) => {
+                            Surface::parse(s).ok_or_else(|| bad("`surface` must be confirming or direct"))?
+                        }
                         _ => return Err(bad("`surface` must be confirming or direct")),
                     }
                 }

@@ -38,7 +38,9 @@ impl Code {
     pub fn message(self) -> &'static str {
         match self {
             Code::NotFound => "Unknown tool. Call tools/list to see the tools available here.",
-            Code::ScopeDenied => "This tool needs a scope you were not granted. Ask for the scopes in details.missing_scopes.",
+            Code::ScopeDenied => {
+                "This tool needs a scope you were not granted. Ask for the scopes in details.missing_scopes."
+            }
             Code::BadRequest => "The arguments are not valid for this tool. Fix what details lists and call again.",
             Code::IdempotencyKeyInvalid => {
                 "Send an idempotency_key of 8 to 128 characters from A-Z, a-z, 0-9, '.', '_', ':' and '-'."
@@ -46,7 +48,9 @@ impl Code {
             Code::ConfirmationRequired => {
                 "This call changes something and needs a person's confirmation. Ask them, then repeat the same call with confirmed: true."
             }
-            Code::InvalidContext => "The host sent an invalid policy context; the call was not allowed. Fix the host's context.",
+            Code::InvalidContext => {
+                "The host sent an invalid policy context; the call was not allowed. Fix the host's context."
+            }
             Code::TransactionLimit => {
                 "Only one transactional call runs per turn. Propose this call again in a later turn."
             }
@@ -79,7 +83,10 @@ impl Denial {
         Denial { code, details: None }
     }
     pub fn with_details(code: Code, details: String) -> Self {
-        Denial { code, details: Some(details) }
+        Denial {
+            code,
+            details: Some(details),
+        }
     }
 }
 
@@ -107,7 +114,11 @@ pub fn not_found(name_json: &str) -> Decision {
     out.push_str(",\"metadata\":{\"tool\":");
     out.push_str(name_json);
     out.push_str(",\"blocked_by_policy\":true}}");
-    Decision { ok: false, code: Some(Code::NotFound), json: out }
+    Decision {
+        ok: false,
+        code: Some(Code::NotFound),
+        json: out,
+    }
 }
 
 /// A decision about a call that could not be tied to a tool (unparseable
@@ -121,7 +132,11 @@ pub fn unattributed(name_json: Option<&str>, denial: &Denial, revision: &str) ->
     out.push_str(",\"blocked_by_policy\":true,\"policy_revision\":");
     write_str(&mut out, revision);
     out.push_str("}}");
-    Decision { ok: false, code: Some(denial.code), json: out }
+    Decision {
+        ok: false,
+        code: Some(denial.code),
+        json: out,
+    }
 }
 
 /// A decision about a known, exposed tool: allowed when `denial` is `None`.

@@ -104,11 +104,7 @@ impl Problem {
 
     /// The full wire code: origin-qualified, e.g. `POLICY_UNKNOWN_KEY`.
     pub fn full_code(&self) -> String {
-        format!(
-            "{}_{}",
-            self.origin.as_str().to_ascii_uppercase(),
-            self.code.as_str()
-        )
+        format!("{}_{}", self.origin.as_str().to_ascii_uppercase(), self.code.as_str())
     }
 }
 

@@ -1,10 +1,10 @@
 //! SPEC §4: the ordered checks. The first that fails decides.
 
+use crate::context::Context;
 use crate::decision::{self, Code, Decision, Denial};
 use crate::expose;
 use crate::json::{self, write_str};
 use crate::rules::{Rules, Tool};
-use crate::context::Context;
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::paths::LocationSegment;
 use serde_json::{Map, Value};
@@ -37,7 +37,10 @@ pub fn parse_call(bytes: &[u8]) -> Result<Call, (Option<String>, String)> {
         None => return Err((None, "a call needs a `name`".into())),
     };
     if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "arguments" | "_meta")) {
-        let message = format!("unknown call key `{}`; expected name, arguments, _meta", json::truncate_for_message(key));
+        let message = format!(
+            "unknown call key `{}`; expected name, arguments, _meta",
+            json::truncate_for_message(key)
+        );
         return Err((Some(name), message));
     }
     let arguments = map.remove("arguments").filter(|a| !a.is_null());
@@ -147,7 +150,14 @@ impl Rules {
     }
 
     fn about(&self, tool: &Tool, required: bool, received: bool, denial: Option<&Denial>) -> Decision {
-        decision::about_tool(&tool.name_json, &tool.class, required, received, denial, self.revision())
+        decision::about_tool(
+            &tool.name_json,
+            &tool.class,
+            required,
+            received,
+            denial,
+            self.revision(),
+        )
     }
 }
 
@@ -181,7 +191,9 @@ fn idempotency_key_ok(tool: &Tool, args: &Map<String, Value>) -> bool {
 /// `^[A-Za-z0-9._:-]+$`, 8..=128 characters.
 pub fn is_valid_idempotency_key(key: &str) -> bool {
     (8..=128).contains(&key.len())
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 #[derive(Debug, Default)]

@@ -10,7 +10,10 @@ use crate::policy::OperationType;
 pub fn is_exposed(name: &str, class: &Classification, ctx: &Context) -> bool {
     class.enabled
         && class.held.is_none()
-        && ctx.allowed_tools.as_ref().is_none_or(|allow| allow.iter().any(|a| a == name))
+        && ctx
+            .allowed_tools
+            .as_ref()
+            .is_none_or(|allow| allow.iter().any(|a| a == name))
         && match ctx.surface {
             Surface::Confirming => true,
             Surface::Direct => class.operation_type == OperationType::ReadOnly && !class.confirmation_required,

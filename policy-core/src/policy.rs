@@ -116,7 +116,12 @@ pub fn parse(text: &str) -> Result<Policy, Problem> {
     let root = yaml::parse(text, Origin::Policy)?;
     let r = Reader { origin: Origin::Policy };
     if matches!(root.value, NodeValue::Null) {
-        return Err(r.error(1, 1, ProblemCode::MissingKey, "the policy is empty; it needs at least `version: 1`"));
+        return Err(r.error(
+            1,
+            1,
+            ProblemCode::MissingKey,
+            "the policy is empty; it needs at least `version: 1`",
+        ));
     }
     let entries = r.map(&root, "policy")?;
     let mut policy = Policy {
@@ -148,10 +153,11 @@ pub fn parse(text: &str) -> Result<Policy, Problem> {
                     continue;
                 }
                 for (name, entry) in r.map(value, "tool_policies")? {
-                    crate::catalog::check_tool_name(&name.name).map_err(|why| {
-                        r.error(name.line, name.column, ProblemCode::InvalidValue, why)
-                    })?;
-                    policy.tool_policies.insert(name.name.clone(), parse_entry(&r, name, entry)?);
+                    crate::catalog::check_tool_name(&name.name)
+                        .map_err(|why| r.error(name.line, name.column, ProblemCode::InvalidValue, why))?;
+                    policy
+                        .tool_policies
+                        .insert(name.name.clone(), parse_entry(&r, name, entry)?);
                 }
             }
             _ => return Err(r.unknown_key(key, TOP_KEYS)),
@@ -225,7 +231,12 @@ fn parse_entry(r: &Reader, name: &Key, node: &Node) -> Result<Entry, Problem> {
             "hold" => {
                 let reason = r.string(value, "hold")?;
                 if reason.trim().is_empty() {
-                    return Err(r.error(value.line, value.column, ProblemCode::InvalidValue, "`hold` needs a reason"));
+                    return Err(r.error(
+                        value.line,
+                        value.column,
+                        ProblemCode::InvalidValue,
+                        "`hold` needs a reason",
+                    ));
                 }
                 entry.hold = Some(reason.to_owned());
             }
@@ -307,7 +318,10 @@ mod tests {
         assert_eq!(err("version: 2\n").code, ProblemCode::UnsupportedVersion);
         assert_eq!(err("defaults: {}\n").code, ProblemCode::MissingKey);
         assert_eq!(err("").code, ProblemCode::MissingKey);
-        assert_eq!(err("version: 1\ntool_policies:\n  a: {effect: read, operation_type: transactional}\n").code, ProblemCode::InvalidValue);
+        assert_eq!(
+            err("version: 1\ntool_policies:\n  a: {effect: read, operation_type: transactional}\n").code,
+            ProblemCode::InvalidValue
+        );
     }
 }
 
@@ -322,14 +336,30 @@ pub fn json_schema() -> serde_json::Value {
     };
     let operation_type = json!({"enum": ["read_only", "transactional"]});
     let entry_field = |key: &str| match key {
-        "operation_type" => json!({"description": "read_only or transactional; always wins over the catalog.", "enum": ["read_only", "transactional"]}),
-        "effect" => json!({"description": "A finer effect (read, write, external_message, ...). Implies the operation type.", "type": "string", "pattern": "^[a-z][a-z0-9_]*$", "maxLength": 64}),
-        "require_confirmation" => json!({"description": "Whether a call needs the literal boolean confirmed: true.", "type": "boolean"}),
-        "requires" => json!({"description": "Arguments that must be present and not null.", "type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": true}),
-        "scopes" => json!({"description": "Scopes a caller must be granted (replace the catalog's).", "type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": true}),
-        "hold" => json!({"description": "Hold the tool back with a reason: it is never exposed and answers like an unknown tool.", "type": "string", "pattern": "\\S"}),
-        "require_idempotency_key" => json!({"description": "Require an idempotency_key argument (8..128 of A-Za-z0-9._:-).", "type": "boolean"}),
-        "pin" => json!({"description": "sha256 of the tool's catalog definition; a changed definition holds the tool back.", "type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}),
+        "operation_type" => {
+            json!({"description": "read_only or transactional; always wins over the catalog.", "enum": ["read_only", "transactional"]})
+        }
+        "effect" => {
+            json!({"description": "A finer effect (read, write, external_message, ...). Implies the operation type.", "type": "string", "pattern": "^[a-z][a-z0-9_]*$", "maxLength": 64})
+        }
+        "require_confirmation" => {
+            json!({"description": "Whether a call needs the literal boolean confirmed: true.", "type": "boolean"})
+        }
+        "requires" => {
+            json!({"description": "Arguments that must be present and not null.", "type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": true})
+        }
+        "scopes" => {
+            json!({"description": "Scopes a caller must be granted (replace the catalog's).", "type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": true})
+        }
+        "hold" => {
+            json!({"description": "Hold the tool back with a reason: it is never exposed and answers like an unknown tool.", "type": "string", "pattern": "\\S"})
+        }
+        "require_idempotency_key" => {
+            json!({"description": "Require an idempotency_key argument (8..128 of A-Za-z0-9._:-).", "type": "boolean"})
+        }
+        "pin" => {
+            json!({"description": "sha256 of the tool's catalog definition; a changed definition holds the tool back.", "type": "string", "pattern": "^sha256:[0-9a-f]{64}$"})
+        }
         _ => Value::Null,
     };
     let default_field = |key: &str| match key {
@@ -341,7 +371,9 @@ pub fn json_schema() -> serde_json::Value {
     let top_field = |key: &str| match key {
         "version" => json!({"const": POLICY_FORMAT_VERSION}),
         "defaults" => object(DEFAULT_KEYS, &default_field),
-        "trust_catalog_hints" => json!({"description": "Let catalog read-only hints loosen a transactional default.", "type": "boolean"}),
+        "trust_catalog_hints" => {
+            json!({"description": "Let catalog read-only hints loosen a transactional default.", "type": "boolean"})
+        }
         "tool_policies" => json!({"type": "object", "additionalProperties": entry.clone()}),
         _ => Value::Null,
     };
@@ -365,7 +397,10 @@ mod schema_tests {
             assert!(!schema["properties"][key].is_null(), "{key}");
         }
         for key in ENTRY_KEYS {
-            assert!(!schema["properties"]["tool_policies"]["additionalProperties"]["properties"][key].is_null(), "{key}");
+            assert!(
+                !schema["properties"]["tool_policies"]["additionalProperties"]["properties"][key].is_null(),
+                "{key}"
+            );
         }
         for key in DEFAULT_KEYS {
             assert!(!schema["properties"]["defaults"]["properties"][key].is_null(), "{key}");
@@ -380,7 +415,10 @@ mod schema_tests {
             std::fs::write(path, &generated).unwrap_or_else(|e| unreachable!("{e}"));
         }
         let committed = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(committed == generated, "schema/tool_policies.schema.json is stale: run TOOLGATE_WRITE_SCHEMA=1 cargo test -p policy-core");
+        assert!(
+            committed == generated,
+            "schema/tool_policies.schema.json is stale: run TOOLGATE_WRITE_SCHEMA=1 cargo test -p policy-core"
+        );
     }
 
     #[test]
@@ -393,8 +431,11 @@ mod schema_tests {
             let node = crate::yaml::parse(text, Origin::Policy).unwrap_or_else(|e| unreachable!("{e}"));
             assert!(validator.is_valid(&node.to_json()));
         }
-        let bad = crate::yaml::parse("version: 1\ntool_policies:\n  a: {require_confirmation: \"true\"}\n", Origin::Policy)
-            .unwrap_or_else(|e| unreachable!("{e}"));
+        let bad = crate::yaml::parse(
+            "version: 1\ntool_policies:\n  a: {require_confirmation: \"true\"}\n",
+            Origin::Policy,
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
         assert!(!validator.is_valid(&bad.to_json()));
     }
 }

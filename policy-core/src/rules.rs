@@ -61,21 +61,27 @@ impl Rules {
         let mut sources = catalog.tools;
         sources.sort_by(|a, b| a.name.cmp(&b.name));
         let mut tools = Vec::with_capacity(sources.len());
-        let empty_schema: Value = serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
+        let empty_schema: Value =
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
         let mut index = NameIndex::default();
         for source in sources {
             let class = classify::classify(&source, policy.as_ref());
             // A tool without a schema publishes the empty-object schema
             // (SPEC §3), and calls are checked against what is published.
-            let validator = Some(compile_schema(source.input_schema.as_ref().unwrap_or(&empty_schema)).map_err(|why| {
-                Problem::new(
-                    ProblemCode::InvalidSchema,
-                    Origin::Catalog,
-                    format!("the inputSchema of `{}` cannot be compiled: {why}", json::truncate_for_message(&source.name)),
-                )
-                .with_path(format!("{}.inputSchema", source.path))
-                .at(u64::from(source.line), u64::from(source.column))
-            })?);
+            let validator = Some(
+                compile_schema(source.input_schema.as_ref().unwrap_or(&empty_schema)).map_err(|why| {
+                    Problem::new(
+                        ProblemCode::InvalidSchema,
+                        Origin::Catalog,
+                        format!(
+                            "the inputSchema of `{}` cannot be compiled: {why}",
+                            json::truncate_for_message(&source.name)
+                        ),
+                    )
+                    .with_path(format!("{}.inputSchema", source.path))
+                    .at(u64::from(source.line), u64::from(source.column))
+                })?,
+            );
             let schema = source.input_schema.as_ref();
             let strip_fields = CONFIRMATION_FIELDS
                 .into_iter()
@@ -125,7 +131,8 @@ impl Rules {
     /// Engine fields a host removes from `arguments` before forwarding a call
     /// to this tool (those its schema does not declare). Unknown tool: both.
     pub fn strip_fields(&self, name: &str) -> &[&'static str] {
-        self.tool(name).map_or(&CONFIRMATION_FIELDS[..], |t| t.strip_fields.as_slice())
+        self.tool(name)
+            .map_or(&CONFIRMATION_FIELDS[..], |t| t.strip_fields.as_slice())
     }
 
     /// The MCP `tools/list` result for this context (SPEC §3): the listed
@@ -171,7 +178,10 @@ impl Rules {
             };
             let shown = json::truncate_for_message(name);
             let Some(tool) = self.tool(name) else {
-                out.push(warn("POLICY_TOOL_NOT_IN_CATALOG", format!("`{shown}` is in the policy but not in the catalog")));
+                out.push(warn(
+                    "POLICY_TOOL_NOT_IN_CATALOG",
+                    format!("`{shown}` is in the policy but not in the catalog"),
+                ));
                 continue;
             };
             let hint = classify::catalog_hint(&tool.source);
@@ -191,7 +201,10 @@ impl Rules {
             {
                 out.push(warn(
                     "PIN_MISMATCH",
-                    format!("`{shown}` changed since it was pinned; it is held back. Its definition is now {}", tool.source.definition_hash),
+                    format!(
+                        "`{shown}` changed since it was pinned; it is held back. Its definition is now {}",
+                        tool.source.definition_hash
+                    ),
                 ));
             }
         }
@@ -204,7 +217,11 @@ impl Rules {
                 out.push(Finding {
                     severity: Severity::Warning,
                     code: "TRANSACTIONAL_WITHOUT_CONFIRMATION",
-                    origin: if policy.tool_policies.contains_key(&tool.name) { Origin::Policy } else { Origin::Catalog },
+                    origin: if policy.tool_policies.contains_key(&tool.name) {
+                        Origin::Policy
+                    } else {
+                        Origin::Catalog
+                    },
                     message: format!(
                         "`{}` is transactional ({}) and runs without confirmation",
                         json::truncate_for_message(&tool.name),

@@ -40,9 +40,15 @@ impl Status {
         }
     }
     fn parse(s: &str) -> Option<Self> {
-        [Status::None, Status::AwaitingConfirmation, Status::Executing, Status::Cancelled, Status::Blocked]
-            .into_iter()
-            .find(|st| st.as_str() == s)
+        [
+            Status::None,
+            Status::AwaitingConfirmation,
+            Status::Executing,
+            Status::Cancelled,
+            Status::Blocked,
+        ]
+        .into_iter()
+        .find(|st| st.as_str() == s)
     }
 }
 
@@ -103,28 +109,48 @@ fn parse_json(text: &str, origin: Origin) -> Result<Value, Problem> {
         return Ok(Value::Null);
     }
     json::parse_strict(text.as_bytes()).map_err(|e| {
-        Problem::new(ProblemCode::Syntax, origin, crate::catalog::json_error_message(&e)).at(e.line() as u64, e.column() as u64)
+        Problem::new(ProblemCode::Syntax, origin, crate::catalog::json_error_message(&e))
+            .at(e.line() as u64, e.column() as u64)
     })
 }
 
 fn tool_call(value: &Value, origin: Origin, what: &str) -> Result<ToolCall, Problem> {
     let text = serde_json::to_vec(value).map_err(|e| Problem::new(ProblemCode::InvalidValue, origin, e.to_string()))?;
-    let call = parse_call(&text).map_err(|(_, why)| Problem::new(ProblemCode::InvalidValue, origin, format!("{what}: {why}")))?;
+    let call = parse_call(&text)
+        .map_err(|(_, why)| Problem::new(ProblemCode::InvalidValue, origin, format!("{what}: {why}")))?;
     let arguments = match call.arguments {
         None => Map::new(),
         Some(Value::Object(map)) => map,
-        Some(_) => return Err(Problem::new(ProblemCode::InvalidValue, origin, format!("{what}: `arguments` must be an object"))),
+        Some(_) => {
+            return Err(Problem::new(
+                ProblemCode::InvalidValue,
+                origin,
+                format!("{what}: `arguments` must be an object"),
+            ));
+        }
     };
-    Ok(ToolCall { name: call.name, arguments })
+    Ok(ToolCall {
+        name: call.name,
+        arguments,
+    })
 }
 
 impl TurnState {
     pub fn parse(text: &str) -> Result<TurnState, Problem> {
         let value = parse_json(text, Origin::State)?;
         let map = match &value {
-            Value::Null => return Ok(TurnState { status: Status::None, pending: None }),
+            Value::Null => {
+                return Ok(TurnState {
+                    status: Status::None,
+                    pending: None,
+                });
+            }
             Value::Object(map) => map,
-            _ => return Err(state_problem("the state must be a JSON object (or empty for a new conversation)")),
+            _ => {
+                return Err(state_problem(
+                    "the state must be a JSON object (or empty for a new conversation)",
+                ));
+            }
         };
         if let Some(key) = map.keys().find(|k| !STATE_KEYS.contains(&k.as_str())) {
             return Err(Problem::new(
@@ -143,7 +169,9 @@ impl TurnState {
             Some(v) => Some(tool_call(v, Origin::State, "pending_tool_call")?),
         };
         if (status == Status::AwaitingConfirmation) != pending.is_some() {
-            return Err(state_problem("`pending_tool_call` is set exactly when `transaction_status` is AWAITING_CONFIRMATION"));
+            return Err(state_problem(
+                "`pending_tool_call` is set exactly when `transaction_status` is AWAITING_CONFIRMATION",
+            ));
         }
         Ok(TurnState { status, pending })
     }
@@ -155,7 +183,11 @@ impl TurnInput {
         let Value::Object(map) = &value else {
             return Err(input_problem("the turn input must be a JSON object with `calls`"));
         };
-        let mut input = TurnInput { context: Context::default(), calls: Vec::new(), user_confirmed: None };
+        let mut input = TurnInput {
+            context: Context::default(),
+            calls: Vec::new(),
+            user_confirmed: None,
+        };
         for (key, value) in map {
             match key.as_str() {
                 "context" => input.context = Context::from_value(value)?,
@@ -163,7 +195,9 @@ impl TurnInput {
                     Value::Null => {}
                     Value::Array(items) => {
                         for (i, item) in items.iter().enumerate() {
-                            input.calls.push(tool_call(item, Origin::Input, &format!("calls[{i}]"))?);
+                            input
+                                .calls
+                                .push(tool_call(item, Origin::Input, &format!("calls[{i}]"))?);
                         }
                     }
                     _ => return Err(input_problem("`calls` must be an array of {name, arguments}")),
@@ -179,7 +213,10 @@ impl TurnInput {
                     return Err(Problem::new(
                         ProblemCode::UnknownKey,
                         Origin::Input,
-                        format!("unknown turn input key `{}`; expected context, calls, user_confirmed", json::truncate_for_message(key)),
+                        format!(
+                            "unknown turn input key `{}`; expected context, calls, user_confirmed",
+                            json::truncate_for_message(key)
+                        ),
                     ));
                 }
             }
@@ -239,7 +276,9 @@ impl Rules {
             match input.user_confirmed {
                 Some(true) => {
                     let mut with_confirmation = waiting.clone();
-                    with_confirmation.arguments.insert("confirmed".into(), Value::Bool(true));
+                    with_confirmation
+                        .arguments
+                        .insert("confirmed".into(), Value::Bool(true));
                     let decision = self.evaluate_map(&with_confirmation, ctx);
                     confirmation_required = true;
                     confirmation_received = true;

@@ -59,12 +59,9 @@ impl Node {
             NodeValue::Number(n) => Value::Number(n.clone()),
             NodeValue::Str(s) => Value::String(s.clone()),
             NodeValue::Seq(items) => Value::Array(items.iter().map(Node::to_json).collect()),
-            NodeValue::Map(entries) => Value::Object(
-                entries
-                    .iter()
-                    .map(|(k, v)| (k.name.clone(), v.to_json()))
-                    .collect(),
-            ),
+            NodeValue::Map(entries) => {
+                Value::Object(entries.iter().map(|(k, v)| (k.name.clone(), v.to_json())).collect())
+            }
         }
     }
 }
@@ -113,10 +110,7 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
             column: spanned.referenced.column(),
         }),
         Err(err) => {
-            let (line, column) = err
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((0, 0));
+            let (line, column) = err.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
             Err(Problem::new(ProblemCode::Syntax, origin, first_line(&err.to_string())).at(line, column))
         }
     }
@@ -275,7 +269,12 @@ impl Reader {
         for item in items {
             let s = self.string(item, what)?;
             if s.is_empty() {
-                return Err(self.error(item.line, item.column, ProblemCode::InvalidValue, format!("`{what}` entries must not be empty")));
+                return Err(self.error(
+                    item.line,
+                    item.column,
+                    ProblemCode::InvalidValue,
+                    format!("`{what}` entries must not be empty"),
+                ));
             }
             if out.iter().any(|o| o == s) {
                 return Err(self.error(
@@ -311,7 +310,9 @@ mod tests {
     #[test]
     fn quoted_true_stays_a_string() {
         let node = parse("a: \"true\"\nb: true\n", Origin::Policy).unwrap_or_else(|e| unreachable!("{e}"));
-        let NodeValue::Map(entries) = node.value else { unreachable!() };
+        let NodeValue::Map(entries) = node.value else {
+            unreachable!()
+        };
         assert_eq!(entries[0].1.value, NodeValue::Str("true".into()));
         assert_eq!(entries[1].1.value, NodeValue::Bool(true));
         assert_eq!((entries[1].0.line, entries[1].0.column), (2, 1));
@@ -319,11 +320,24 @@ mod tests {
 
     #[test]
     fn duplicate_keys_and_alias_bombs_are_errors_with_positions() {
-        let dup = parse("a: 1\na: 2\n", Origin::Policy).err().unwrap_or_else(|| unreachable!());
+        let dup = parse("a: 1\na: 2\n", Origin::Policy)
+            .err()
+            .unwrap_or_else(|| unreachable!());
         assert_eq!(dup.line, 2);
         let mut bomb = String::from("a: &a [x,x,x,x,x,x,x,x,x,x]\n");
         for i in 1..12 {
-            bomb.push_str(&format!("a{i}: &a{i} [{}]\n", vec![if i == 1 { "*a".to_string() } else { format!("*a{}", i - 1) }; 10].join(",")));
+            bomb.push_str(&format!(
+                "a{i}: &a{i} [{}]\n",
+                vec![
+                    if i == 1 {
+                        "*a".to_string()
+                    } else {
+                        format!("*a{}", i - 1)
+                    };
+                    10
+                ]
+                .join(",")
+            ));
         }
         let err = parse(&bomb, Origin::Policy).err().unwrap_or_else(|| unreachable!());
         assert_eq!(err.code, ProblemCode::Syntax);

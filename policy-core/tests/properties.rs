@@ -79,7 +79,10 @@ fn context_strategy() -> impl Strategy<Value = Context> {
     (
         any::<bool>(),
         prop::option::of(prop::sample::subsequence(vec!["r".to_string(), "w".to_string()], 0..=2)),
-        prop::option::of(prop::sample::subsequence(vec!["t0".to_string(), "t2".to_string(), "t3".to_string()], 0..=3)),
+        prop::option::of(prop::sample::subsequence(
+            vec!["t0".to_string(), "t2".to_string(), "t3".to_string()],
+            0..=3,
+        )),
     )
         .prop_map(|(direct, scopes, allowed_tools)| Context {
             surface: if direct { Surface::Direct } else { Surface::Confirming },

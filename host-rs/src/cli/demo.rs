@@ -56,11 +56,19 @@ fn agent(message: &str) -> (Vec<Value>, Option<bool>) {
 
 pub fn run() -> Result<ExitCode> {
     let engine = Engine::cached()?;
-    let retail = engine.load(Some(RETAIL_POLICY), RETAIL_CATALOG).map_err(|e| anyhow!("{e}"))?;
-    println!("== Retail return (examples/retail), policy revision {}", retail.revision());
+    let retail = engine
+        .load(Some(RETAIL_POLICY), RETAIL_CATALOG)
+        .map_err(|e| anyhow!("{e}"))?;
+    println!(
+        "== Retail return (examples/retail), policy revision {}",
+        retail.revision()
+    );
     let context = json!({"surface": "confirming", "allowed_tools": ["consultar_pedido", "solicitar_devolucao"]});
     let mut state = String::new();
-    for message in ["Quero devolver o pedido 123 porque me arrependi da compra.", "Sim, confirmo a devolução."] {
+    for message in [
+        "Quero devolver o pedido 123 porque me arrependi da compra.",
+        "Sim, confirmo a devolução.",
+    ] {
         println!("\nuser> {message}");
         let (calls, user_confirmed) = agent(message);
         let input = json!({"context": context, "calls": calls, "user_confirmed": user_confirmed});
@@ -85,8 +93,13 @@ pub fn run() -> Result<ExitCode> {
         println!("  state: {state}");
     }
 
-    let plans = engine.load(Some(PLANS_POLICY), PLANS_CATALOG).map_err(|e| anyhow!("{e}"))?;
-    println!("\n== Plan change (examples/plans), policy revision {}", plans.revision());
+    let plans = engine
+        .load(Some(PLANS_POLICY), PLANS_CATALOG)
+        .map_err(|e| anyhow!("{e}"))?;
+    println!(
+        "\n== Plan change (examples/plans), policy revision {}",
+        plans.revision()
+    );
     let calls = [
         r#"{"name":"consultar_plano","arguments":{"customer_id":"42"}}"#,
         r#"{"name":"alterar_plano","arguments":{"customer_id":"42","new_plan_id":"CONTROLE_100"}}"#,

@@ -14,7 +14,11 @@ const EXIT_USAGE: u8 = 64;
 const EXIT_LOAD: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "toolgate", version, about = "The tool-call policy engine for MCP: decides whether a tools/call may run.")]
+#[command(
+    name = "toolgate",
+    version,
+    about = "The tool-call policy engine for MCP: decides whether a tools/call may run."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -80,7 +84,11 @@ enum SurfaceArg {
 }
 
 fn split_list(s: &str) -> Vec<String> {
-    s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(str::to_owned).collect()
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 impl RulesArgs {
@@ -102,7 +110,11 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let usage = e.use_stderr();
             let _ = e.print();
-            return if usage { ExitCode::from(EXIT_USAGE) } else { ExitCode::SUCCESS };
+            return if usage {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match run(cli) {
@@ -154,7 +166,11 @@ fn location(problem: &toolgate::Problem, policy: Option<&Path>, catalog: &Path) 
 }
 
 fn problem_text(problem: &toolgate::Problem) -> String {
-    let path = if problem.path.is_empty() { String::new() } else { format!("{}: ", problem.path) };
+    let path = if problem.path.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", problem.path)
+    };
     format!("{path}{} ({})", problem.message, problem.code)
 }
 
@@ -165,7 +181,11 @@ fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<Exi
     match engine.load(policy.as_deref(), &catalog) {
         Ok(rules) => f(&rules, &args.context()),
         Err(Error::Load(problem)) => {
-            eprintln!("toolgate: {}: {}", location(&problem, args.policy.as_deref(), &args.catalog), problem_text(&problem));
+            eprintln!(
+                "toolgate: {}: {}",
+                location(&problem, args.policy.as_deref(), &args.catalog),
+                problem_text(&problem)
+            );
             Ok(ExitCode::from(EXIT_LOAD))
         }
         Err(e) => Err(e.into()),
@@ -201,7 +221,11 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
     let rules = match engine.load(Some(&policy), &catalog) {
         Ok(rules) => rules,
         Err(Error::Load(problem)) => {
-            println!("{}: error: {}", location(&problem, Some(&args.policy), &args.catalog), problem_text(&problem));
+            println!(
+                "{}: error: {}",
+                location(&problem, Some(&args.policy), &args.catalog),
+                problem_text(&problem)
+            );
             return Ok(ExitCode::FAILURE);
         }
         Err(e) => return Err(e.into()),
@@ -219,6 +243,14 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
             problem_text(&finding.problem)
         );
     }
-    eprintln!("{} finding(s), {errors} error(s); policy revision {}", findings.len(), rules.revision());
-    Ok(if errors > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    eprintln!(
+        "{} finding(s), {errors} error(s); policy revision {}",
+        findings.len(),
+        rules.revision()
+    );
+    Ok(if errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -45,7 +45,11 @@ pub fn run(files: &[PathBuf]) -> Result<ExitCode> {
         failed += f;
     }
     println!("{passed} passed, {failed} failed");
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn run_file(engine: &Engine, file: &Path) -> Result<(usize, usize)> {
@@ -59,7 +63,10 @@ fn run_file(engine: &Engine, file: &Path) -> Result<(usize, usize)> {
     let rules = engine.load(policy.as_deref(), &catalog).map_err(|e| anyhow!("{e}"))?;
     let (mut passed, mut failed) = (0, 0);
     for case in &spec.cases {
-        let context = case.context.as_ref().map_or_else(|| "{}".to_owned(), serde_json::Value::to_string);
+        let context = case
+            .context
+            .as_ref()
+            .map_or_else(|| "{}".to_owned(), serde_json::Value::to_string);
         let decision = rules.evaluate_raw(case.call.to_string().as_bytes(), &context);
         let got = decision.code.as_deref().unwrap_or("ALLOW");
         if got == case.expect {
@@ -67,7 +74,13 @@ fn run_file(engine: &Engine, file: &Path) -> Result<(usize, usize)> {
             println!("ok    {}: {}", file.display(), case.name);
         } else {
             failed += 1;
-            println!("FAIL  {}: {}: expected {}, got {got}\n      {}", file.display(), case.name, case.expect, decision.json);
+            println!(
+                "FAIL  {}: {}: expected {}, got {got}\n      {}",
+                file.display(),
+                case.name,
+                case.expect,
+                decision.json
+            );
         }
     }
     Ok((passed, failed))

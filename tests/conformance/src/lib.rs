@@ -108,7 +108,10 @@ impl Case {
             (Some(call), None, None) => serde_json::to_vec(call).map_err(|e| e.to_string()),
             (None, Some(text), None) => Ok(text.as_bytes().to_vec()),
             (None, None, Some(hex)) => decode_hex(hex),
-            _ => Err(format!("case `{}`: exactly one of call, call_text, call_hex", self.name)),
+            _ => Err(format!(
+                "case `{}`: exactly one of call, call_text, call_hex",
+                self.name
+            )),
         }
     }
 
@@ -140,7 +143,9 @@ pub fn vector_files() -> Result<Vec<PathBuf>, String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(vectors_dir())
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.file_name().is_some_and(|n| n != "host-faults.json"))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json") && p.file_name().is_some_and(|n| n != "host-faults.json")
+        })
         .collect();
     files.sort();
     Ok(files)
@@ -190,12 +195,18 @@ impl Runner for Native {
     type Loaded = policy_core::Rules;
 
     fn load(&self, policy: Option<&str>, catalog: &str) -> Result<Self::Loaded, LoadError> {
-        policy_core::Rules::load(policy, catalog).map_err(|p| LoadError { code: p.full_code(), line: p.line, column: p.column })
+        policy_core::Rules::load(policy, catalog).map_err(|p| LoadError {
+            code: p.full_code(),
+            line: p.line,
+            column: p.column,
+        })
     }
 
     fn run(&self, rules: &Self::Loaded, case: &Case) -> Answer {
         match case.op {
-            Op::Evaluate => Ok(Value::String(rules.evaluate_json(&case.call_bytes()?, &case.context_text()).json)),
+            Op::Evaluate => Ok(Value::String(
+                rules.evaluate_json(&case.call_bytes()?, &case.context_text()).json,
+            )),
             Op::List => {
                 let ctx = policy_core::Context::parse(&case.context_text()).map_err(|p| p.full_code())?;
                 Ok(Value::String(rules.list_exposable(&ctx)))
@@ -204,7 +215,9 @@ impl Runner for Native {
                 .turn_json(&state_text(case), &input_text(case))
                 .map(Value::String)
                 .map_err(|p| p.full_code()),
-            Op::StripFields => Ok(Value::from(rules.strip_fields(case.tool.as_deref().unwrap_or_default()).to_vec())),
+            Op::StripFields => Ok(Value::from(
+                rules.strip_fields(case.tool.as_deref().unwrap_or_default()).to_vec(),
+            )),
         }
     }
 }
@@ -217,16 +230,32 @@ impl Runner for Component {
 
     fn load(&self, policy: Option<&str>, catalog: &str) -> Result<Self::Loaded, LoadError> {
         self.0.load(policy, catalog).map_err(|e| match e {
-            toolgate::Error::Load(p) => LoadError { code: p.code, line: p.line, column: p.column },
-            other => LoadError { code: other.code(), line: 0, column: 0 },
+            toolgate::Error::Load(p) => LoadError {
+                code: p.code,
+                line: p.line,
+                column: p.column,
+            },
+            other => LoadError {
+                code: other.code(),
+                line: 0,
+                column: 0,
+            },
         })
     }
 
     fn run(&self, rules: &Self::Loaded, case: &Case) -> Answer {
         match case.op {
-            Op::Evaluate => Ok(Value::String(rules.evaluate_raw(&case.call_bytes()?, &case.context_text()).json)),
-            Op::List => rules.list_exposable_raw(&case.context_text()).map(Value::String).map_err(|e| e.code()),
-            Op::Turn => rules.turn(&state_text(case), &input_text(case)).map(Value::String).map_err(|e| e.code()),
+            Op::Evaluate => Ok(Value::String(
+                rules.evaluate_raw(&case.call_bytes()?, &case.context_text()).json,
+            )),
+            Op::List => rules
+                .list_exposable_raw(&case.context_text())
+                .map(Value::String)
+                .map_err(|e| e.code()),
+            Op::Turn => rules
+                .turn(&state_text(case), &input_text(case))
+                .map(Value::String)
+                .map_err(|e| e.code()),
             Op::StripFields => rules
                 .strip_fields(case.tool.as_deref().unwrap_or_default())
                 .map(Value::from)
@@ -253,7 +282,10 @@ pub fn check_file<R: Runner>(runner: &R, path: &Path) -> Vec<String> {
         Ok(f) => f,
         Err(e) => return vec![e],
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let (policy, catalog) = match (file.policy_text(), file.catalog_text()) {
         (Ok(p), Ok(c)) => (p, c),
         (Err(e), _) | (_, Err(e)) => return vec![format!("{name}: {e}")],
@@ -288,7 +320,10 @@ pub fn check_case<R: Runner>(runner: &R, rules: &R::Loaded, case: &Case) -> Resu
     }
     if let (Some(expected_code), Value::String(json)) = (&case.expect_code, &got) {
         let decision: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let code = decision.pointer("/error/code").and_then(Value::as_str).map(str::to_owned);
+        let code = decision
+            .pointer("/error/code")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         if code != *expected_code {
             return Err(format!("code {code:?}, hand-written expectation {expected_code:?}"));
         }
@@ -301,7 +336,12 @@ pub fn check_case<R: Runner>(runner: &R, rules: &R::Loaded, case: &Case) -> Resu
         let got_names: Vec<&str> = listed
             .get("tools")
             .and_then(Value::as_array)
-            .map(|tools| tools.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect())
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t.get("name").and_then(Value::as_str))
+                    .collect()
+            })
             .unwrap_or_default();
         if got_names != names.iter().map(String::as_str).collect::<Vec<_>>() {
             return Err(format!("listed {got_names:?}, hand-written expectation {names:?}"));

@@ -14,7 +14,11 @@ fn corpus_is_large_enough_and_well_formed() {
     let mut cases = 0;
     for path in all_files() {
         let file = read_file(&path).unwrap_or_else(|e| panic!("{e}"));
-        assert!(file.spec.starts_with('§'), "{}: `spec` names a SPEC section", path.display());
+        assert!(
+            file.spec.starts_with('§'),
+            "{}: `spec` names a SPEC section",
+            path.display()
+        );
         cases += file.cases.len() + usize::from(file.expect_load_error.is_some());
     }
     assert!(cases >= 150, "only {cases} cases");

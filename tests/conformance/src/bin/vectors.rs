@@ -36,13 +36,19 @@ fn main() -> ExitCode {
         }
     }
     println!("{} passed, {failures} failed", cases.saturating_sub(failures));
-    if failures == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn rewrite(path: &std::path::Path) -> Result<(), String> {
     let mut file = read_file(path)?;
     if file.expect_load_error.is_none() {
-        let rules = Native.load(file.policy_text()?.as_deref(), &file.catalog_text()?).map_err(|e| format!("{e:?}"))?;
+        let rules = Native
+            .load(file.policy_text()?.as_deref(), &file.catalog_text()?)
+            .map_err(|e| format!("{e:?}"))?;
         for case in &mut file.cases {
             case.expect = Native.run(&rules, case).map_err(|e| format!("{}: {e}", case.name))?;
         }
