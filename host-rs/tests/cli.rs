@@ -1,5 +1,8 @@
 //! The `toolgate` binary end to end.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

@@ -1,6 +1,9 @@
 //! The built component itself: what it imports, how big it is, which
 //! contract it speaks, and how the host fails closed around it.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use toolgate::{COMPONENT, Context, Engine, Error, Limits, faults};
 
 /// The component must run in wasmtime, jco, wasmtime-py and workerd without

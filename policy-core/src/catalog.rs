@@ -86,13 +86,10 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
     for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
+        out.push_str(&format!("{b:02x}"));
     }
     out
 }
-
-const HEX: [u8; 16] = *b"0123456789abcdef";
 
 /// A tool name is 1..=256 bytes with no control characters. Names are
 /// compared byte for byte: a look-alike is a different (unknown) tool.

@@ -1,5 +1,8 @@
 //! Properties of the engine over generated catalogs, policies and calls.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use policy_core::{Code, Context, Rules, Surface};
 use proptest::prelude::*;
 use serde_json::{Value, json};

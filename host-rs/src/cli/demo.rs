@@ -54,6 +54,11 @@ fn agent(message: &str) -> (Vec<Value>, Option<bool>) {
     (calls, None)
 }
 
+/// A JSON field, or null: the demo only prints what the engine returned.
+fn field<'a>(value: &'a Value, key: &str) -> &'a Value {
+    value.get(key).unwrap_or(&Value::Null)
+}
+
 pub fn run() -> Result<ExitCode> {
     let engine = Engine::cached()?;
     let retail = engine
@@ -74,21 +79,26 @@ pub fn run() -> Result<ExitCode> {
         let input = json!({"context": context, "calls": calls, "user_confirmed": user_confirmed});
         state = retail.turn(&state, &input.to_string()).map_err(|e| anyhow!("{e}"))?;
         let parsed: Value = serde_json::from_str(&state)?;
-        for call in parsed["execute"].as_array().into_iter().flatten() {
-            let name = call["name"].as_str().unwrap_or_default();
-            let args = &call["arguments"];
+        for call in field(&parsed, "execute").as_array().into_iter().flatten() {
+            let name = field(call, "name").as_str().unwrap_or_default();
+            let args = field(call, "arguments");
             let result = match name {
-                "consultar_pedido" => format!("status {}", order_status(args["order_id"].as_str().unwrap_or_default())),
+                "consultar_pedido" => format!(
+                    "status {}",
+                    order_status(field(args, "order_id").as_str().unwrap_or_default())
+                ),
                 _ => "devolução registrada".to_owned(),
             };
             println!("  execute {name} {args} -> {result}");
         }
         println!(
             "  transaction_status={} confirmation_required={} confirmation_received={}",
-            parsed["transaction_status"], parsed["confirmation_required"], parsed["confirmation_received"]
+            field(&parsed, "transaction_status"),
+            field(&parsed, "confirmation_required"),
+            field(&parsed, "confirmation_received")
         );
-        if !parsed["pending_tool_call"].is_null() {
-            println!("  pending_tool_call={}", parsed["pending_tool_call"]);
+        if !field(&parsed, "pending_tool_call").is_null() {
+            println!("  pending_tool_call={}", field(&parsed, "pending_tool_call"));
         }
         println!("  state: {state}");
     }

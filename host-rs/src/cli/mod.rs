@@ -128,7 +128,7 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Eval(args) => with_rules(&args, |rules, ctx| eval(rules, ctx)),
+        Command::Eval(args) => with_rules(&args, eval),
         Command::List(args) => with_rules(&args, |rules, ctx| {
             let listed = rules.list_exposable(ctx)?;
             let mut out = std::io::stdout().lock();

@@ -121,7 +121,7 @@ impl Case {
 }
 
 fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err("odd-length hex".into());
     }
     (0..hex.len())

@@ -1,6 +1,9 @@
 //! Every vector passes natively and through the component with identical
 //! bytes (both are compared to the same `expect`).
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use conformance::{Component, Native, check_file, read_file, vector_files};
 
 fn all_files() -> Vec<std::path::PathBuf> {

@@ -16,11 +16,9 @@ fn main() -> ExitCode {
     };
     let (mut cases, mut failures) = (0usize, 0usize);
     for path in files {
-        if write {
-            if let Err(e) = rewrite(&path) {
-                eprintln!("{}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
+        if write && let Err(e) = rewrite(&path) {
+            eprintln!("{}: {e}", path.display());
+            return ExitCode::FAILURE;
         }
         let file = match read_file(&path) {
             Ok(f) => f,
