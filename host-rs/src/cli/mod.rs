@@ -36,6 +36,13 @@ enum Command {
     Test(TestArgs),
     /// Runs the bundled retail example through the turn state machine.
     Demo,
+    /// MCP gateway: put the policy in front of any MCP server
+    /// (`toolgate proxy --help`; runs the `toolgate-proxy` binary).
+    #[command(disable_help_flag = true)]
+    Proxy {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Writes the component precompiled for this machine (for fast start-up).
     Precompile {
         /// Where to write the artifact.
@@ -139,12 +146,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check(&args),
         Command::Test(args) => policy_test::run(&args.files),
         Command::Demo => demo::run(),
+        Command::Proxy { args } => proxy(&args),
         Command::Precompile { out } => {
             let bytes = Engine::precompile()?;
             std::fs::write(&out, bytes).with_context(|| out.display().to_string())?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `toolgate proxy …` runs the `toolgate-proxy` binary (crate `proxy/`,
+/// which depends on this one) from beside this executable, else from PATH.
+fn proxy(args: &[std::ffi::OsString]) -> Result<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    let beside = std::env::current_exe()?.with_file_name("toolgate-proxy");
+    let program = if beside.is_file() { beside } else { PathBuf::from("toolgate-proxy") };
+    let err = std::process::Command::new(&program).args(args).exec();
+    Err(anyhow!("could not run {}: {err}", program.display()))
 }
 
 pub fn read_text(path: &Path) -> Result<String> {

@@ -1,0 +1,266 @@
+//! `toolgate proxy [--policy FILE] [--surface confirming|direct] [--scopes ...]
+//! [--audit FILE] [--listen ADDR] (--upstream URL | -- SERVER_CMD [ARGS...])`
+
+use clap::{Parser, ValueEnum};
+use rmcp::ServiceExt;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use toolgate::{Context, Engine, Surface};
+
+use crate::audit::Audit;
+use crate::{Config, Gateway, ProxyError, UpstreamSpec};
+
+const EXIT_USAGE: u8 = 64;
+const EXIT_LOAD: u8 = 2;
+
+/// Put toolgate in front of an MCP server: `tools/list` shows only what the
+/// policy exposes, every `tools/call` is decided before it is forwarded, and
+/// everything else passes through.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "toolgate proxy", version)]
+pub struct ProxyArgs {
+    /// The policy file (tool_policies.yaml). Without it the catalog's own
+    /// fields decide.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// confirming (the caller can carry a human confirmation) or direct.
+    #[arg(long, value_enum, default_value_t = SurfaceArg::Confirming)]
+    pub surface: SurfaceArg,
+    /// Granted scopes, comma-separated. Absent: no scope check.
+    #[arg(long)]
+    pub scopes: Option<String>,
+    /// The route's allowlist of tool names, comma-separated. Absent: all.
+    #[arg(long)]
+    pub allow: Option<String>,
+    /// Append one JSON line per decision to this file.
+    #[arg(long)]
+    pub audit: Option<PathBuf>,
+    /// Include argument values in the audit log.
+    #[arg(long, requires = "audit")]
+    pub audit_args: bool,
+    /// Serve Streamable HTTP to clients at http://ADDR/mcp instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// An upstream Streamable HTTP server (http://…) instead of a child.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub upstream: Option<String>,
+    /// Seconds a request to the upstream (or an elicitation) may go without
+    /// an answer; progress notifications reset it.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// The upstream server's command and arguments (after `--`).
+    #[arg(last = true, value_name = "SERVER_CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum SurfaceArg {
+    Confirming,
+    Direct,
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Parses `args` (the first is the program name) and runs the proxy.
+pub fn main_with<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    match ProxyArgs::try_parse_from(args) {
+        Ok(args) => run(args),
+        Err(e) => {
+            let usage = e.use_stderr();
+            let _ = e.print();
+            if usage {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+    }
+}
+
+/// Runs the proxy until the client goes away (stdio) or a signal (HTTP).
+pub fn run(args: ProxyArgs) -> ExitCode {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .try_init();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&ProxyError::Runtime(e)),
+    };
+    let result = runtime.block_on(async_main(args));
+    // Standard input's reader thread may still be blocked: do not wait on it.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(e: &ProxyError) -> ExitCode {
+    eprintln!("toolgate proxy: {e}");
+    match e {
+        ProxyError::Usage(_) => ExitCode::from(EXIT_USAGE),
+        ProxyError::Policy { .. } | ProxyError::Read { .. } => ExitCode::from(EXIT_LOAD),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+fn config(args: &ProxyArgs) -> Result<Config, ProxyError> {
+    let upstream = match (&args.upstream, args.command.split_first()) {
+        (Some(url), None) => {
+            if !url.starts_with("http://") {
+                return Err(ProxyError::Usage(format!(
+                    "--upstream {url}: only http:// URLs are supported (put a TLS terminator in front)"
+                )));
+            }
+            UpstreamSpec::Url(url.clone())
+        }
+        (None, Some((program, rest))) => UpstreamSpec::Command {
+            program: program.clone(),
+            args: rest.to_vec(),
+        },
+        (Some(_), Some(_)) => {
+            return Err(ProxyError::Usage(
+                "give either --upstream URL or -- SERVER_CMD, not both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(ProxyError::Usage(
+                "no upstream: give -- SERVER_CMD [ARGS...] or --upstream URL".into(),
+            ));
+        }
+    };
+    let policy = match &args.policy {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|source| ProxyError::Read {
+            path: path.clone(),
+            source,
+        })?),
+        None => None,
+    };
+    let engine = Engine::cached().map_err(|e| ProxyError::Engine(Box::new(e)))?;
+    if let (Some(text), Some(path)) = (&policy, &args.policy) {
+        // Policy errors are start-up errors, not per-call surprises.
+        engine
+            .load(Some(text), r#"{"tools":[]}"#)
+            .map_err(|source| ProxyError::Policy {
+                path: path.clone(),
+                source: Box::new(source),
+            })?;
+    }
+    let audit = match &args.audit {
+        Some(path) => Some(Audit::open(path, args.audit_args)?),
+        None => None,
+    };
+    Ok(Config {
+        engine,
+        policy,
+        context: Context {
+            surface: match args.surface {
+                SurfaceArg::Confirming => Surface::Confirming,
+                SurfaceArg::Direct => Surface::Direct,
+            },
+            scopes: args.scopes.as_deref().map(split_list),
+            allowed_tools: args.allow.as_deref().map(split_list),
+        },
+        upstream,
+        timeout: Duration::from_secs(args.timeout.max(1)),
+        audit,
+    })
+}
+
+async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
+    let config = Arc::new(config(&args)?);
+    match &args.listen {
+        Some(addr) => serve_http(config, addr).await,
+        None => serve_stdio(config).await,
+    }
+}
+
+async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
+    let gateway = Gateway::new(config);
+    let session = gateway.clone();
+    let served = tokio::select! {
+        served = gateway.serve((tokio::io::stdin(), tokio::io::stdout())) => served,
+        () = shutdown_signal() => {
+            session.shutdown().await;
+            return Ok(());
+        }
+    };
+    let running = match served {
+        Ok(running) => running,
+        Err(e) => {
+            session.shutdown().await;
+            return Err(ProxyError::Serve(e.to_string()));
+        }
+    };
+    tokio::select! {
+        _ = running.waiting() => {}
+        () = shutdown_signal() => {}
+    }
+    // The client went away (or we were told to stop): stop the server.
+    session.shutdown().await;
+    Ok(())
+}
+
+async fn serve_http(config: Arc<Config>, addr: &str) -> Result<(), ProxyError> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ProxyError::Listen {
+            addr: addr.to_owned(),
+            source,
+        })?;
+    let local = listener.local_addr().map_err(|source| ProxyError::Listen {
+        addr: addr.to_owned(),
+        source,
+    })?;
+    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+    hosts.push(local.ip().to_string());
+    let service = StreamableHttpService::new(
+        move || Ok(Gateway::new(config.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    eprintln!("toolgate proxy: listening on http://{local}/mcp");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| ProxyError::Serve(e.to_string()))
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,28 @@
+use std::path::PathBuf;
+
+/// Everything that stops the proxy from starting or serving. Errors that
+/// happen while serving a request are answered to the client instead.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("the policy engine could not start: {0}")]
+    Engine(Box<toolgate::Error>),
+    #[error("{}: {source}", path.display())]
+    Policy {
+        path: PathBuf,
+        source: Box<toolgate::Error>,
+    },
+    #[error("the audit log {}: {source}", path.display())]
+    Audit { path: PathBuf, source: std::io::Error },
+    #[error("could not start the upstream server `{command}`: {source}")]
+    Spawn { command: String, source: std::io::Error },
+    #[error("could not listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("{0}")]
+    Usage(String),
+    #[error("serving the client failed: {0}")]
+    Serve(String),
+    #[error("could not start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}

@@ -1,0 +1,1062 @@
+//! The gateway: one client session relayed to one upstream session.
+//!
+//! [`Gateway`] is the server the client talks to (an `rmcp` `Service` of the
+//! server role, so every request arrives whole, known or custom); it owns an
+//! `rmcp` client session to the upstream, whose handler ([`UpstreamHandler`])
+//! relays the server's own requests and notifications back to the client.
+
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest, ClientResult,
+    ErrorCode, ErrorData, Extensions, GetExtensions, GetMeta, InitializeRequestParams, ProgressToken, RequestId,
+    ServerNotification, ServerRequest, ServerResult,
+};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer, RunningService, Service,
+    ServiceError, ServiceExt,
+};
+use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+use toolgate::{Context, Decision, Engine, RuleSet, Surface};
+
+use crate::audit::{Audit, Record};
+use crate::upstream::{self, Fault};
+
+/// Where the upstream server is.
+#[derive(Debug, Clone)]
+pub enum UpstreamSpec {
+    /// A command started per client session, spoken to over stdio.
+    Command { program: String, args: Vec<String> },
+    /// A Streamable HTTP endpoint (`http://` only).
+    Url(String),
+}
+
+/// What every session shares.
+#[derive(Debug)]
+pub struct Config {
+    pub engine: Engine,
+    pub policy: Option<String>,
+    pub context: Context,
+    pub upstream: UpstreamSpec,
+    /// How long a request to the upstream may go without an answer (reset by
+    /// progress notifications).
+    pub timeout: Duration,
+    pub audit: Option<Audit>,
+}
+
+impl Config {
+    fn surface(&self) -> &'static str {
+        match self.context.surface {
+            Surface::Confirming => "confirming",
+            Surface::Direct => "direct",
+        }
+    }
+}
+
+/// One client session (the `rmcp` server-role service).
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    state: Arc<SessionState>,
+}
+
+impl Gateway {
+    pub fn new(config: Arc<Config>) -> Gateway {
+        Gateway {
+            state: Arc::new(SessionState {
+                config,
+                downstream: OnceLock::new(),
+                upstream: tokio::sync::OnceCell::new(),
+                rules: tokio::sync::Mutex::new(None),
+                progress: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Ends the upstream session and stops the child, if any.
+    pub async fn shutdown(&self) {
+        if let Some(up) = self.state.upstream.get() {
+            let running = up
+                .running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(running) = running {
+                let _ = tokio::time::timeout(Duration::from_secs(5), running.cancel()).await;
+            }
+            let child = up
+                .child
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(mut child) = child {
+                child.stop().await;
+            }
+        }
+    }
+
+    /// The upstream child's process id (tests).
+    pub fn upstream_pid(&self) -> Option<u32> {
+        let up = self.state.upstream.get()?;
+        let child = up.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        child.as_ref().and_then(|c| c.pid)
+    }
+}
+
+#[derive(Debug)]
+struct SessionState {
+    config: Arc<Config>,
+    downstream: OnceLock<Peer<RoleServer>>,
+    upstream: tokio::sync::OnceCell<Upstream>,
+    rules: tokio::sync::Mutex<Option<Arc<Rules>>>,
+    /// Upstream progress token -> the client's own token.
+    progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
+}
+
+struct Upstream {
+    peer: Peer<RoleClient>,
+    info: Value,
+    running: Mutex<Option<RunningService<RoleClient, UpstreamHandler>>>,
+    child: Mutex<Option<upstream::Child>>,
+    fault: Arc<Fault>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream").finish_non_exhaustive()
+    }
+}
+
+/// The rules over the upstream's current catalog.
+#[derive(Debug)]
+struct Rules {
+    set: RuleSet,
+    /// Each catalog tool's `inputSchema`, by name.
+    schemas: HashMap<String, Value>,
+    unknown: Arc<UnknownTool>,
+}
+
+/// How the upstream answers a call to a tool it does not have, learned once
+/// per session with a probe name; hidden tools are answered the same way.
+#[derive(Debug)]
+enum UnknownTool {
+    Error { probe: String, json: String },
+    Result { probe: String, json: String },
+}
+
+const CONFIRMATION_REQUIRED: &str = "CONFIRMATION_REQUIRED";
+const NOT_FOUND: &str = "NOT_FOUND";
+
+fn internal(message: impl Into<Cow<'static, str>>, reason: &str) -> ErrorData {
+    ErrorData::new(ErrorCode::INTERNAL_ERROR, message, Some(json!({ "toolgate": reason })))
+}
+
+fn convert<T: serde::Serialize, U: serde::de::DeserializeOwned>(value: &T) -> Result<U, ErrorData> {
+    serde_json::to_value(value)
+        .and_then(serde_json::from_value)
+        .map_err(|e| {
+            internal(
+                format!("toolgate proxy: could not convert a message: {e}"),
+                "PROXY_ERROR",
+            )
+        })
+}
+
+fn from_json<U: serde::de::DeserializeOwned>(value: Value) -> Result<U, ErrorData> {
+    serde_json::from_value(value)
+        .map_err(|e| internal(format!("toolgate proxy: could not build a message: {e}"), "PROXY_ERROR"))
+}
+
+impl UnknownTool {
+    fn render(&self, name: &str) -> Result<ServerResult, ErrorData> {
+        let escaped = serde_json::to_string(name).unwrap_or_default();
+        let escaped = escaped
+            .strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .unwrap_or_default();
+        match self {
+            UnknownTool::Error { probe, json } => {
+                let text = json.replace(probe.as_str(), escaped);
+                Err(serde_json::from_str::<ErrorData>(&text).unwrap_or_else(|_| default_unknown(name)))
+            }
+            UnknownTool::Result { probe, json } => {
+                let text = json.replace(probe.as_str(), escaped);
+                let result: CallToolResult = serde_json::from_str(&text).map_err(|_| default_unknown(name))?;
+                Ok(ServerResult::CallToolResult(result))
+            }
+        }
+    }
+}
+
+fn default_unknown(name: &str) -> ErrorData {
+    ErrorData::new(ErrorCode::INVALID_PARAMS, format!("Unknown tool: {name}"), None)
+}
+
+fn probe_name() -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(u64::from(std::process::id()));
+    format!("toolgate-probe-{:016x}", h.finish())
+}
+
+impl SessionState {
+    fn upstream(&self) -> Result<&Upstream, ErrorData> {
+        self.upstream.get().ok_or_else(|| {
+            ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                "toolgate proxy: the session is not initialized (send initialize first)",
+                None,
+            )
+        })
+    }
+
+    async fn connect(self: &Arc<Self>, params: InitializeRequestParams) -> Result<&Upstream, ErrorData> {
+        self.upstream
+            .get_or_try_init(|| async {
+                let handler = UpstreamHandler {
+                    state: Arc::downgrade(self),
+                    info: params,
+                };
+                let fault = Arc::new(Fault::default());
+                let timeout = self.config.timeout;
+                let (running, child) = match &self.config.upstream {
+                    UpstreamSpec::Command { program, args } => {
+                        let spawned = upstream::spawn(program, args, fault.clone())
+                            .map_err(|e| internal(format!("toolgate proxy: {e}"), "UPSTREAM_UNAVAILABLE"))?;
+                        let mut child = spawned.child;
+                        let started =
+                            tokio::time::timeout(timeout, handler.serve((spawned.reader, spawned.writer))).await;
+                        match started {
+                            Ok(Ok(running)) => (running, Some(child)),
+                            Ok(Err(e)) => {
+                                let why = fault.describe().await;
+                                child.stop().await;
+                                return Err(start_failed(&e.to_string(), why));
+                            }
+                            Err(_) => {
+                                child.stop().await;
+                                return Err(start_failed(
+                                    &format!("no answer to initialize within {} s", timeout.as_secs()),
+                                    None,
+                                ));
+                            }
+                        }
+                    }
+                    UpstreamSpec::Url(url) => {
+                        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                        match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                            Ok(Ok(running)) => (running, None),
+                            Ok(Err(e)) => return Err(start_failed(&e.to_string(), None)),
+                            Err(_) => {
+                                return Err(start_failed(
+                                    &format!("no answer to initialize within {} s", timeout.as_secs()),
+                                    None,
+                                ));
+                            }
+                        }
+                    }
+                };
+                let peer = running.peer().clone();
+                let info = peer
+                    .peer_info()
+                    .map(|i| serde_json::to_value(&*i).unwrap_or(Value::Null))
+                    .unwrap_or(Value::Null);
+                Ok(Upstream {
+                    peer,
+                    info,
+                    running: Mutex::new(Some(running)),
+                    child: Mutex::new(child),
+                    fault,
+                })
+            })
+            .await
+    }
+
+    /// The current rules, loading them from the upstream's live catalog
+    /// when there are none yet.
+    async fn rules(&self) -> Result<Arc<Rules>, ErrorData> {
+        let mut slot = self.rules.lock().await;
+        if let Some(rules) = slot.as_ref() {
+            return Ok(rules.clone());
+        }
+        let rules = Arc::new(self.load_rules(None).await?);
+        *slot = Some(rules.clone());
+        Ok(rules)
+    }
+
+    /// Re-reads the catalog (after `notifications/tools/list_changed`). On
+    /// failure the rules are dropped, so calls fail closed until a reload
+    /// succeeds.
+    async fn reload_rules(&self) {
+        let mut slot = self.rules.lock().await;
+        let unknown = slot.as_ref().map(|r| r.unknown.clone());
+        match self.load_rules(unknown).await {
+            Ok(rules) => *slot = Some(Arc::new(rules)),
+            Err(e) => {
+                eprintln!("toolgate proxy: reloading the catalog failed: {}", e.message);
+                *slot = None;
+            }
+        }
+    }
+
+    async fn load_rules(&self, unknown: Option<Arc<UnknownTool>>) -> Result<Rules, ErrorData> {
+        let up = self.upstream()?;
+        let tools = match tokio::time::timeout(self.config.timeout, up.peer.list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(self.upstream_error(e, "tools/list").await),
+            Err(_) => {
+                return Err(internal(
+                    "toolgate proxy: the upstream server did not answer tools/list in time; no call is allowed",
+                    "UPSTREAM_TIMEOUT",
+                ));
+            }
+        };
+        let catalog = json!({ "tools": tools });
+        let schemas = catalog
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| {
+                        let name = t.get("name")?.as_str()?.to_owned();
+                        Some((name, t.get("inputSchema").cloned().unwrap_or(Value::Null)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let engine = self.config.engine.clone();
+        let policy = self.config.policy.clone();
+        let text = catalog.to_string();
+        let set = tokio::task::spawn_blocking(move || engine.load(policy.as_deref(), &text))
+            .await
+            .map_err(|e| internal(format!("toolgate proxy: loading the rules failed: {e}"), "PROXY_ERROR"))?
+            .map_err(|e| {
+                internal(
+                    format!("toolgate proxy: the upstream's catalog could not be loaded ({e}); no call is allowed"),
+                    "CATALOG_REJECTED",
+                )
+            })?;
+        let unknown = match unknown {
+            Some(u) => u,
+            None => Arc::new(self.probe_unknown(up, &schemas).await),
+        };
+        Ok(Rules { set, schemas, unknown })
+    }
+
+    /// Learns how the upstream answers a call to a tool it does not have.
+    async fn probe_unknown(&self, up: &Upstream, schemas: &HashMap<String, Value>) -> UnknownTool {
+        let mut probe = probe_name();
+        while schemas.contains_key(&probe) {
+            probe.push('x');
+        }
+        let request: Result<ClientRequest, _> = serde_json::from_value(json!({
+            "method": "tools/call",
+            "params": { "name": probe, "arguments": {} }
+        }));
+        let fallback = |probe: String| UnknownTool::Error {
+            json: serde_json::to_string(&default_unknown(&probe)).unwrap_or_default(),
+            probe,
+        };
+        let Ok(request) = request else {
+            return fallback(probe);
+        };
+        let answer = tokio::time::timeout(Duration::from_secs(10), up.peer.send_request(request)).await;
+        match answer {
+            Ok(Ok(ServerResult::CallToolResult(result))) => UnknownTool::Result {
+                json: serde_json::to_string(&result).unwrap_or_default(),
+                probe,
+            },
+            Ok(Err(ServiceError::McpError(error))) => UnknownTool::Error {
+                json: serde_json::to_string(&error).unwrap_or_default(),
+                probe,
+            },
+            _ => fallback(probe),
+        }
+    }
+
+    async fn upstream_error(&self, error: ServiceError, method: &str) -> ErrorData {
+        let why = match self.upstream.get() {
+            Some(up) => up.fault.describe().await,
+            None => None,
+        };
+        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+        match error {
+            ServiceError::McpError(e) => e,
+            ServiceError::Timeout { timeout } => internal(
+                format!(
+                    "toolgate proxy: the upstream server did not answer {method} within {} s; the request was cancelled upstream",
+                    timeout.as_secs()
+                ),
+                "UPSTREAM_TIMEOUT",
+            ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => internal(
+                format!(
+                    "toolgate proxy: the connection to the upstream server ended before it answered {method}{why}; whether a call ran is unknown"
+                ),
+                "UPSTREAM_CLOSED",
+            ),
+            ServiceError::Cancelled { .. } => internal(format!("toolgate proxy: {method} was cancelled"), "CANCELLED"),
+            other => internal(
+                format!("toolgate proxy: the upstream server failed on {method}: {other}"),
+                "UPSTREAM_ERROR",
+            ),
+        }
+    }
+
+    /// Builds the request `method` with `params` and forwards it.
+    async fn relay<P: serde::Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let mut message = Map::new();
+        message.insert("method".into(), Value::String(method.to_owned()));
+        match serde_json::to_value(params) {
+            Ok(Value::Null) => {}
+            Ok(Value::Object(mut p)) => {
+                // `_meta` is restored from the context by `forward`.
+                p.remove("_meta");
+                message.insert("params".into(), Value::Object(p));
+            }
+            Ok(other) => {
+                message.insert("params".into(), other);
+            }
+            Err(e) => {
+                return Err(internal(
+                    format!("toolgate proxy: could not relay {method}: {e}"),
+                    "PROXY_ERROR",
+                ));
+            }
+        }
+        let request: ClientRequest = from_json(Value::Object(message))?;
+        self.forward(request, ctx).await
+    }
+
+    /// Sends a request upstream on behalf of the client: its `_meta` kept,
+    /// its progress token mapped, cancellation relayed, a timeout that
+    /// progress resets.
+    async fn forward(
+        &self,
+        mut request: ClientRequest,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let up = self.upstream()?;
+        let method = request.method().to_owned();
+        *request.extensions_mut() = Extensions::default();
+        request.get_meta_mut().extend(ctx.meta.clone());
+        let client_token = ctx.meta.get_progress_token();
+        let options = PeerRequestOptions::with_timeout(self.config.timeout).reset_timeout_on_progress();
+        let handle = match up.peer.send_cancellable_request(request, options).await {
+            Ok(handle) => handle,
+            Err(e) => return Err(self.upstream_error(e, &method).await),
+        };
+        let upstream_token = handle.progress_token.clone();
+        let id = handle.id.clone();
+        if let Some(token) = client_token {
+            self.progress_map().insert(upstream_token.clone(), token);
+        }
+        let result = tokio::select! {
+            r = handle.await_response() => r,
+            () = ctx.ct.cancelled() => {
+                let _ = cancel_upstream(&up.peer, id).await;
+                Err(ServiceError::Cancelled { reason: Some("cancelled by the client".into()) })
+            }
+        };
+        self.progress_map().remove(&upstream_token);
+        match result {
+            Ok(r) => Ok(r),
+            Err(e) => Err(self.upstream_error(e, &method).await),
+        }
+    }
+
+    async fn notify_upstream(&self, mut notification: ClientNotification, context: NotificationContext<RoleServer>) {
+        if let Ok(up) = self.upstream() {
+            *notification.extensions_mut() = Extensions::default();
+            notification.get_meta_mut().extend(context.meta);
+            let _ = up.peer.send_notification(notification).await;
+        }
+    }
+
+    fn progress_map(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressToken>> {
+        self.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn audit(&self, record: Record<'_>) {
+        if let Some(audit) = &self.config.audit {
+            audit.write(&record);
+        }
+    }
+
+    async fn list_tools(&self) -> Result<ServerResult, ErrorData> {
+        let rules = self.rules().await?;
+        let listed = rules.set.list_exposable(&self.config.context).map_err(|e| {
+            internal(
+                format!("toolgate proxy: the policy engine failed to list tools: {e}"),
+                "ENGINE_ERROR",
+            )
+        })?;
+        let value: Value = serde_json::from_str(&listed)
+            .map_err(|e| internal(format!("toolgate proxy: unreadable tools/list: {e}"), "ENGINE_ERROR"))?;
+        Ok(ServerResult::ListToolsResult(from_json(value)?))
+    }
+
+    async fn call_tool(
+        &self,
+        mut params: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let rules = self.rules().await?;
+        let name = params.name.to_string();
+        let can_elicit = ctx
+            .peer
+            .supported_elicitation_modes()
+            .contains(&rmcp::service::ElicitationMode::Form);
+        let mut arguments = params.arguments.take();
+        if can_elicit {
+            // The person is asked by the gateway itself: a model-written
+            // confirmation is not proof.
+            if let Some(args) = arguments.as_mut() {
+                args.remove("confirmed");
+                args.remove("confirmation");
+            }
+        }
+        let decision = evaluate(&rules.set, &name, arguments.as_ref(), &self.config.context);
+        let revision = rules.set.revision().to_owned();
+        let surface = self.config.surface();
+        let args_value = arguments.clone().map(Value::Object);
+        let record = |code: Option<&str>, confirmation: Option<&str>, outcome: &str| {
+            self.audit(Record {
+                tool: &name,
+                code,
+                revision: &revision,
+                surface,
+                confirmation,
+                outcome,
+                arguments: args_value.as_ref(),
+            });
+        };
+
+        let mut confirmation = None;
+        if !decision.ok {
+            let code = decision.code.as_deref().unwrap_or("ENGINE_TRAP");
+            if code == NOT_FOUND {
+                record(Some(code), None, "blocked");
+                return rules.unknown.render(&name);
+            }
+            if code != CONFIRMATION_REQUIRED || !can_elicit {
+                record(Some(code), None, "blocked");
+                return blocked(&decision, None);
+            }
+            // Ask the person.
+            match self.elicit(&ctx, &name, arguments.as_ref()).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    record(Some(code), Some("declined"), "blocked");
+                    return blocked(
+                        &decision,
+                        Some(
+                            "toolgate asked the person to confirm this call and they declined or dismissed it; it was not run.",
+                        ),
+                    );
+                }
+                Err(why) => {
+                    record(Some(code), Some("unavailable"), "blocked");
+                    return blocked(
+                        &decision,
+                        Some(&format!(
+                            "toolgate could not ask the person to confirm this call ({why}); it was not run."
+                        )),
+                    );
+                }
+            }
+            let field = confirmation_field(rules.schemas.get(&name));
+            arguments
+                .get_or_insert_with(Map::new)
+                .insert(field.into(), Value::Bool(true));
+            let confirmed = evaluate(&rules.set, &name, arguments.as_ref(), &self.config.context);
+            if !confirmed.ok {
+                let code = confirmed.code.as_deref().unwrap_or("ENGINE_TRAP");
+                record(Some(code), Some("elicitation"), "blocked");
+                return blocked(&confirmed, None);
+            }
+            confirmation = Some("elicitation");
+        } else if arguments.as_ref().is_some_and(|a| {
+            a.get("confirmed") == Some(&Value::Bool(true)) || a.get("confirmation") == Some(&Value::Bool(true))
+        }) {
+            confirmation = Some("argument");
+        }
+
+        // Allowed: remove the engine's fields the server does not declare.
+        let strip = rules.set.strip_fields(&name).map_err(|e| {
+            internal(
+                format!("toolgate proxy: the policy engine failed: {e}; the call was not forwarded"),
+                "ENGINE_ERROR",
+            )
+        })?;
+        if let Some(args) = arguments.as_mut() {
+            for field in &strip {
+                args.remove(field);
+            }
+        }
+        record(None, confirmation, "forwarded");
+        params.arguments = arguments;
+        self.relay("tools/call", &params, &ctx).await
+    }
+
+    /// Asks the person (form elicitation). `Ok(true)` only on accept.
+    async fn elicit(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<bool, String> {
+        let args = serde_json::to_string_pretty(&arguments.cloned().unwrap_or_default()).unwrap_or_default();
+        let message = format!(
+            "Allow the tool call `{tool}` with exactly these arguments?\n{args}\n\nIt changes something. Accept to run it once; decline to refuse."
+        );
+        let params = serde_json::from_value(json!({
+            "mode": "form",
+            "message": message,
+            "requestedSchema": { "type": "object", "properties": {} }
+        }))
+        .map_err(|e| e.to_string())?;
+        let answer = ctx
+            .peer
+            .create_elicitation_with_timeout(params, Some(self.config.timeout))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(answer.action == rmcp::model::ElicitationAction::Accept)
+    }
+}
+
+/// The confirmation field to forward: the one the tool's schema declares
+/// (`confirmed`, else `confirmation`), else `confirmed` (then stripped).
+fn confirmation_field(schema: Option<&Value>) -> &'static str {
+    let declares = |field: &str| {
+        schema
+            .and_then(|s| s.get("properties"))
+            .and_then(|p| p.get(field))
+            .is_some()
+    };
+    if !declares("confirmed") && declares("confirmation") {
+        "confirmation"
+    } else {
+        "confirmed"
+    }
+}
+
+fn evaluate(set: &RuleSet, name: &str, arguments: Option<&Map<String, Value>>, ctx: &Context) -> Decision {
+    let mut call = Map::new();
+    call.insert("name".into(), Value::String(name.to_owned()));
+    if let Some(args) = arguments {
+        call.insert("arguments".into(), Value::Object(args.clone()));
+    }
+    set.evaluate(Value::Object(call).to_string().as_bytes(), ctx)
+}
+
+/// A blocked call's answer: a tool error result whose text says what to do
+/// and whose `structuredContent` is the decision.
+fn blocked(decision: &Decision, text: Option<&str>) -> Result<ServerResult, ErrorData> {
+    let value: Value = serde_json::from_str(&decision.json).unwrap_or(Value::Null);
+    let code = decision.code.as_deref().unwrap_or("ENGINE_TRAP");
+    let message = value
+        .get("error")
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("The call was not allowed.");
+    let text = match text {
+        Some(t) => format!("Blocked by toolgate ({code}): {t}"),
+        None => format!("Blocked by toolgate ({code}): {message}"),
+    };
+    let result: CallToolResult = from_json(json!({
+        "content": [{ "type": "text", "text": text }],
+        "structuredContent": value,
+        "isError": true
+    }))?;
+    Ok(ServerResult::CallToolResult(result))
+}
+
+fn start_failed(what: &str, why: Option<String>) -> ErrorData {
+    let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+    internal(
+        format!("toolgate proxy: the upstream MCP server could not be started: {what}{why}"),
+        "UPSTREAM_UNAVAILABLE",
+    )
+}
+
+async fn cancel_upstream(peer: &Peer<RoleClient>, id: RequestId) -> Result<(), ServiceError> {
+    let notification: ClientNotification = serde_json::from_value(json!({
+        "method": "notifications/cancelled",
+        "params": { "requestId": id, "reason": "cancelled by the client" }
+    }))
+    .map_err(|_| ServiceError::TransportClosed)?;
+    peer.send_notification(notification).await
+}
+
+fn initialize_info(info: &Value) -> Value {
+    let mut info = info.clone();
+    if let Some(obj) = info.as_object_mut() {
+        obj.entry("serverInfo")
+            .or_insert_with(|| json!({ "name": "toolgate-proxy", "version": env!("CARGO_PKG_VERSION") }));
+    }
+    info
+}
+
+/// A result of the expected kind, converted from whatever the upstream's
+/// answer parsed as.
+fn typed<T: serde::de::DeserializeOwned>(result: ServerResult) -> Result<T, ErrorData> {
+    convert(&result)
+}
+
+fn call_response(result: ServerResult) -> Result<CallToolResponse, ErrorData> {
+    match result {
+        ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+        ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+        ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+        other => typed::<CallToolResult>(other).map(CallToolResponse::Complete),
+    }
+}
+
+macro_rules! relay {
+    ($name:ident, $method:literal, $params:ty, $ret:ty, $conv:expr) => {
+        fn $name(
+            &self,
+            request: $params,
+            context: RequestContext<RoleServer>,
+        ) -> impl Future<Output = Result<$ret, ErrorData>> + Send + '_ {
+            async move {
+                let result = self.state.relay($method, &request, &context).await?;
+                $conv(result)
+            }
+        }
+    };
+}
+
+fn unit(_: ServerResult) -> Result<(), ErrorData> {
+    Ok(())
+}
+
+fn prompt_response(result: ServerResult) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+    match result {
+        ServerResult::InputRequiredResult(r) => Ok(rmcp::model::GetPromptResponse::InputRequired(r)),
+        other => typed::<rmcp::model::GetPromptResult>(other).map(rmcp::model::GetPromptResponse::Complete),
+    }
+}
+
+fn read_response(result: ServerResult) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+    match result {
+        ServerResult::InputRequiredResult(r) => Ok(rmcp::model::ReadResourceResponse::InputRequired(r)),
+        other => typed::<rmcp::model::ReadResourceResult>(other).map(rmcp::model::ReadResourceResponse::Complete),
+    }
+}
+
+#[allow(deprecated, reason = "resources/subscribe is relayed for clients that use it")]
+#[allow(
+    clippy::manual_async_fn,
+    reason = "the trait asks for `impl Future + Send`; explicit async blocks keep that visible"
+)]
+impl ServerHandler for Gateway {
+    fn ping(&self, context: RequestContext<RoleServer>) -> impl Future<Output = Result<(), ErrorData>> + Send + '_ {
+        async move {
+            self.state.relay("ping", &Value::Null, &context).await?;
+            Ok(())
+        }
+    }
+
+    fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<rmcp::model::InitializeResult, ErrorData>> + Send + '_ {
+        async move {
+            let state = &self.state;
+            context.peer.set_peer_info(request.clone());
+            let _ = state.downstream.set(context.peer.clone());
+            let up = state.connect(request).await?;
+            let result = from_json(initialize_info(&up.info))?;
+            // Read the catalog now; a failure is retried on first use.
+            if let Err(e) = state.rules().await {
+                eprintln!("toolgate proxy: reading the upstream's tools failed: {}", e.message);
+            }
+            Ok(result)
+        }
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {
+        // The initialize lifecycle only: a client session is one upstream session.
+        Cow::Owned(
+            rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .filter(|v| v.has_initialize())
+                .cloned()
+                .collect(),
+        )
+    }
+
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        self.state
+            .upstream
+            .get()
+            .and_then(|up| serde_json::from_value(initialize_info(&up.info)).ok())
+            .unwrap_or_default()
+    }
+
+    relay!(
+        complete,
+        "completion/complete",
+        rmcp::model::CompleteRequestParams,
+        rmcp::model::CompleteResult,
+        typed
+    );
+    relay!(
+        set_level,
+        "logging/setLevel",
+        rmcp::model::SetLevelRequestParams,
+        (),
+        unit
+    );
+    relay!(
+        get_prompt,
+        "prompts/get",
+        rmcp::model::GetPromptRequestParams,
+        rmcp::model::GetPromptResponse,
+        prompt_response
+    );
+    relay!(
+        list_prompts,
+        "prompts/list",
+        Option<rmcp::model::PaginatedRequestParams>,
+        rmcp::model::ListPromptsResult,
+        typed
+    );
+    relay!(
+        list_resources,
+        "resources/list",
+        Option<rmcp::model::PaginatedRequestParams>,
+        rmcp::model::ListResourcesResult,
+        typed
+    );
+    relay!(
+        list_resource_templates,
+        "resources/templates/list",
+        Option<rmcp::model::PaginatedRequestParams>,
+        rmcp::model::ListResourceTemplatesResult,
+        typed
+    );
+    relay!(
+        read_resource,
+        "resources/read",
+        rmcp::model::ReadResourceRequestParams,
+        rmcp::model::ReadResourceResponse,
+        read_response
+    );
+    relay!(
+        subscribe,
+        "resources/subscribe",
+        rmcp::model::SubscribeRequestParams,
+        (),
+        unit
+    );
+    relay!(
+        unsubscribe,
+        "resources/unsubscribe",
+        rmcp::model::UnsubscribeRequestParams,
+        (),
+        unit
+    );
+    relay!(
+        get_task,
+        "tasks/get",
+        rmcp::model::GetTaskParams,
+        rmcp::model::GetTaskResult,
+        typed
+    );
+    relay!(update_task, "tasks/update", rmcp::model::UpdateTaskParams, (), unit);
+    relay!(cancel_task, "tasks/cancel", rmcp::model::CancelTaskParams, (), unit);
+    relay!(
+        list_skills,
+        "skills/list",
+        Option<rmcp::model::PaginatedRequestParams>,
+        rmcp::model::ListSkillsResult,
+        typed
+    );
+    relay!(
+        get_skill,
+        "skills/get",
+        rmcp::model::GetSkillRequestParams,
+        rmcp::model::GetSkillResult,
+        typed
+    );
+    relay!(
+        read_resource_directory,
+        "resources/directory/read",
+        rmcp::model::ReadResourceDirectoryRequestParams,
+        rmcp::model::ReadResourceDirectoryResult,
+        typed
+    );
+
+    fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<rmcp::model::ListToolsResult, ErrorData>> + Send + '_ {
+        async move { typed(self.state.list_tools().await?) }
+    }
+
+    fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + '_ {
+        async move {
+            match self.state.call_tool(request, context).await {
+                Ok(result) => call_response(result),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    fn on_custom_request(
+        &self,
+        mut request: rmcp::model::CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<rmcp::model::CustomResult, ErrorData>> + Send + '_ {
+        async move {
+            request.extensions = Extensions::default();
+            let result = self
+                .state
+                .forward(ClientRequest::CustomRequest(request), &context)
+                .await?;
+            typed(result)
+        }
+    }
+
+    fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) -> impl Future<Output = ()> + Send + '_ {
+        async move {
+            let notification = serde_json::from_value(json!({ "method": "notifications/roots/list_changed" }));
+            if let Ok(notification) = notification {
+                self.state.notify_upstream(notification, context).await;
+            }
+        }
+    }
+
+    fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        async move {
+            self.state
+                .notify_upstream(ClientNotification::CustomNotification(notification), context)
+                .await;
+        }
+    }
+}
+
+/// The client side towards the upstream: relays the server's requests and
+/// notifications to the client.
+#[derive(Debug)]
+struct UpstreamHandler {
+    state: Weak<SessionState>,
+    info: InitializeRequestParams,
+}
+
+impl UpstreamHandler {
+    fn downstream(&self) -> Option<(Arc<SessionState>, Peer<RoleServer>)> {
+        let state = self.state.upgrade()?;
+        let peer = state.downstream.get()?.clone();
+        Some((state, peer))
+    }
+}
+
+#[allow(clippy::manual_async_fn, reason = "the trait asks for `impl Future + Send`")]
+impl Service<RoleClient> for UpstreamHandler {
+    fn handle_request(
+        &self,
+        mut request: ServerRequest,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ClientResult, ErrorData>> + Send + '_ {
+        async move {
+            if let ServerRequest::PingRequest(_) = request {
+                return Ok(ClientResult::empty(()));
+            }
+            let Some((state, peer)) = self.downstream() else {
+                return Err(internal("toolgate proxy: the client is gone", "CLIENT_CLOSED"));
+            };
+            *request.extensions_mut() = Extensions::default();
+            request.get_meta_mut().extend(context.meta.clone());
+            let options = PeerRequestOptions::with_timeout(state.config.timeout);
+            let handle = peer.send_cancellable_request(request, options).await.map_err(|e| {
+                internal(
+                    format!("toolgate proxy: could not reach the client: {e}"),
+                    "CLIENT_CLOSED",
+                )
+            })?;
+            let id = handle.id.clone();
+            let result = tokio::select! {
+                r = handle.await_response() => r,
+                () = context.ct.cancelled() => {
+                    let notification: Result<ServerNotification, _> = serde_json::from_value(json!({
+                        "method": "notifications/cancelled",
+                        "params": { "requestId": id, "reason": "cancelled by the server" }
+                    }));
+                    if let Ok(n) = notification {
+                        let _ = peer.send_notification(n).await;
+                    }
+                    Err(ServiceError::Cancelled { reason: None })
+                }
+            };
+            match result {
+                Ok(r) => Ok(r),
+                Err(ServiceError::McpError(e)) => Err(e),
+                Err(e) => Err(internal(
+                    format!("toolgate proxy: the client did not answer: {e}"),
+                    "CLIENT_ERROR",
+                )),
+            }
+        }
+    }
+
+    fn handle_notification(
+        &self,
+        notification: ServerNotification,
+        context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = Result<(), ErrorData>> + Send + '_ {
+        async move {
+            let Some((state, peer)) = self.downstream() else {
+                return Ok(());
+            };
+            let mut notification = match notification {
+                ServerNotification::CancelledNotification(_) => return Ok(()),
+                ServerNotification::ToolListChangedNotification(n) => {
+                    state.reload_rules().await;
+                    ServerNotification::ToolListChangedNotification(n)
+                }
+                ServerNotification::ProgressNotification(mut n) => {
+                    let mapped = state.progress_map().get(&n.params.progress_token).cloned();
+                    match mapped {
+                        Some(token) => {
+                            n.params.progress_token = token;
+                            ServerNotification::ProgressNotification(n)
+                        }
+                        None => return Ok(()),
+                    }
+                }
+                other => other,
+            };
+            *notification.extensions_mut() = Extensions::default();
+            notification.get_meta_mut().extend(context.meta);
+            let _ = peer.send_notification(notification).await;
+            Ok(())
+        }
+    }
+
+    fn get_info(&self) -> InitializeRequestParams {
+        self.info.clone()
+    }
+}

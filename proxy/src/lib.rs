@@ -1,0 +1,20 @@
+//! `toolgate proxy`: an MCP gateway that puts toolgate's policy in front of
+//! any MCP server.
+//!
+//! The client speaks MCP to the proxy (stdio, or Streamable HTTP with
+//! `--listen`); the proxy speaks MCP to the upstream server (a child process
+//! over stdio, or Streamable HTTP with `--upstream URL`). Both sides use the
+//! official Rust SDK (`rmcp`). Everything that is not a tool decision passes
+//! through; `tools/list` is answered from the policy engine over the
+//! upstream's live catalog, and every `tools/call` is evaluated before it is
+//! forwarded.
+
+mod audit;
+mod cli;
+mod error;
+mod gateway;
+mod upstream;
+
+pub use cli::{ProxyArgs, main_with, run};
+pub use error::ProxyError;
+pub use gateway::{Config, Gateway, UpstreamSpec};

@@ -1,0 +1,188 @@
+//! The upstream child process: spawned in its own process group, its stdout
+//! checked line by line (anything that is not a JSON-RPC message ends the
+//! connection with a recorded fault instead of leaving requests hanging), and
+//! stopped with the MCP stdio shutdown sequence when the session ends.
+
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::process::ChildStdin;
+use tokio::sync::{Notify, oneshot};
+
+use crate::ProxyError;
+
+/// Largest line accepted from the upstream (a message).
+const MAX_LINE: usize = 64 * 1024 * 1024;
+const SIGTERM: i32 = 15;
+
+/// Why the upstream connection ended, once known.
+#[derive(Debug, Default)]
+pub struct Fault {
+    why: Mutex<Option<String>>,
+    known: Notify,
+}
+
+impl Fault {
+    pub fn set(&self, why: String) {
+        let mut slot = self.why.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(why);
+        }
+        drop(slot);
+        self.known.notify_waiters();
+    }
+
+    fn get(&self) -> Option<String> {
+        self.why
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The reason, waiting briefly for it (the exit status arrives a moment
+    /// after stdout closes).
+    pub async fn describe(&self) -> Option<String> {
+        if let Some(why) = self.get() {
+            return Some(why);
+        }
+        let notified = self.known.notified();
+        let _ = tokio::time::timeout(Duration::from_millis(500), notified).await;
+        self.get()
+    }
+}
+
+/// A running child. Dropping it stops the child too (its supervisor sees the
+/// stop channel close).
+#[derive(Debug)]
+pub struct Child {
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<tokio::task::JoinHandle<()>>,
+    pub pid: Option<u32>,
+}
+
+impl Child {
+    /// Stops the child: its stdin is already closed by the transport; wait
+    /// for it to exit, then SIGTERM its process group, then SIGKILL.
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(done) = self.done.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(8), done).await;
+        }
+    }
+}
+
+pub struct Spawned {
+    pub child: Child,
+    pub reader: DuplexStream,
+    pub writer: ChildStdin,
+}
+
+pub fn spawn(program: &str, args: &[String], fault: Arc<Fault>) -> Result<Spawned, ProxyError> {
+    let spawn_error = |source| ProxyError::Spawn {
+        command: program.to_owned(),
+        source,
+    };
+    let mut command = CommandWrap::with_new(program, |c| {
+        c.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+    });
+    command.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+    let mut child = command.spawn().map_err(spawn_error)?;
+    let pid = child.id();
+    let writer = child
+        .stdin()
+        .take()
+        .ok_or_else(|| spawn_error(std::io::Error::other("no stdin")))?;
+    let stdout = child
+        .stdout()
+        .take()
+        .ok_or_else(|| spawn_error(std::io::Error::other("no stdout")))?;
+    let (tx, reader) = tokio::io::duplex(1 << 20);
+    tokio::spawn(filter_lines(stdout, tx, fault.clone()));
+    let (stop, stop_rx) = oneshot::channel();
+    let done = tokio::spawn(supervise(child, stop_rx, fault));
+    Ok(Spawned {
+        child: Child {
+            stop: Some(stop),
+            done: Some(done),
+            pid,
+        },
+        reader,
+        writer,
+    })
+}
+
+/// Copies the child's stdout to the transport, one checked line at a time.
+async fn filter_lines(stdout: tokio::process::ChildStdout, mut out: DuplexStream, fault: Arc<Fault>) {
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = (&mut reader)
+            .take(u64::try_from(MAX_LINE).unwrap_or(u64::MAX))
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                fault.set(format!("reading its output failed: {e}"));
+                return;
+            }
+        }
+        if line.len() >= MAX_LINE && line.last() != Some(&b'\n') {
+            fault.set(format!("it sent a message longer than {MAX_LINE} bytes"));
+            return;
+        }
+        let body = line.trim_ascii();
+        if body.is_empty() {
+            continue;
+        }
+        if !is_json_rpc(body) {
+            let excerpt: String = String::from_utf8_lossy(body).chars().take(120).collect();
+            fault.set(format!("it sent output that is not a JSON-RPC message: {excerpt:?}"));
+            return;
+        }
+        if out.write_all(body).await.is_err() || out.write_all(b"\n").await.is_err() {
+            return;
+        }
+    }
+}
+
+fn is_json_rpc(line: &[u8]) -> bool {
+    match serde_json::from_slice::<serde_json::Value>(line) {
+        Ok(serde_json::Value::Object(o)) => o.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0"),
+        Ok(serde_json::Value::Array(items)) => !items.is_empty(),
+        _ => false,
+    }
+}
+
+async fn supervise(mut child: Box<dyn ChildWrapper>, stop: oneshot::Receiver<()>, fault: Arc<Fault>) {
+    tokio::select! {
+        status = child.wait() => {
+            let why = match status {
+                Ok(s) => format!("it exited ({s})"),
+                Err(e) => format!("waiting for it failed: {e}"),
+            };
+            fault.set(why);
+        }
+        _ = stop => {
+            // Either asked to stop or the session was dropped. Stdin is
+            // closed by then (or about to be): give the server a moment to
+            // exit by itself, then SIGTERM, then SIGKILL the process group.
+            if tokio::time::timeout(Duration::from_secs(2), child.wait()).await.is_err() {
+                let _ = child.signal(SIGTERM);
+                if tokio::time::timeout(Duration::from_secs(2), child.wait()).await.is_err() {
+                    let _ = Box::into_pin(child.kill()).await;
+                }
+            }
+            fault.set("it was stopped by the proxy".into());
+        }
+    }
+}

@@ -1,0 +1,255 @@
+"""toolgate proxy against the real @modelcontextprotocol/server-filesystem,
+driven by the official Python SDK client (mcp). Each check prints its name;
+the run ends with "N passed, M failed" and exits non-zero on any failure.
+
+Usage: e2e.py PROXY_BIN NODE_BIN SERVER_JS
+"""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import McpError
+from mcp.types import ElicitResult
+
+PROXY, NODE, SERVER = sys.argv[1], sys.argv[2], sys.argv[3]
+RESULTS = []
+
+
+def check(name, ok, detail=""):
+    RESULTS.append(ok)
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
+
+
+def proxy_params(root, *flags):
+    return StdioServerParameters(
+        command=PROXY, args=[*flags, "--", NODE, SERVER, str(root)], env=dict(os.environ)
+    )
+
+
+def direct_params(root):
+    return StdioServerParameters(command=NODE, args=[SERVER, str(root)], env=dict(os.environ))
+
+
+def server_pids(root):
+    """Processes whose command line names this test's root directory."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            cmd
+            and os.path.basename(cmd[0]) == b"node"
+            and any(part.decode(errors="replace") == str(root) for part in cmd)
+        ):
+            pids.append(int(entry.name))
+    return pids
+
+
+async def with_session(params, body, elicit=None):
+    kwargs = {} if elicit is None else {"elicitation_callback": elicit}
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, **kwargs) as s:
+            await s.initialize()
+            return await body(s)
+
+
+def error_of(call):
+    """An unknown-tool answer, either a JSON-RPC error or an isError result."""
+    if isinstance(call, McpError):
+        return {"error": {"code": call.error.code, "message": call.error.message, "data": call.error.data}}
+    return {"result": call.model_dump(mode="json", exclude_none=True)}
+
+
+async def try_call(s, name, args):
+    try:
+        return await s.call_tool(name, args)
+    except McpError as e:
+        return e
+
+
+async def main():
+    tmp = Path(tempfile.mkdtemp(prefix="toolgate-proxy-e2e-"))
+    root = tmp / "root"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello\n")
+    audit = tmp / "audit.jsonl"
+
+    # What the server itself offers.
+    direct = await with_session(direct_params(root), lambda s: s.list_tools())
+    read_tools = sorted(t.name for t in direct.tools if t.annotations and t.annotations.readOnlyHint)
+    all_tools = sorted(t.name for t in direct.tools)
+    check("server lists write_file directly", "write_file" in all_tools, all_tools)
+
+    # 1. Direct surface: only the read tools.
+    via = await with_session(proxy_params(root, "--surface", "direct"), lambda s: s.list_tools())
+    names = [t.name for t in via.tools]
+    check("direct surface lists exactly the read tools, sorted", names == read_tools, f"{names} vs {read_tools}")
+    check("direct surface annotations say read-only", all(t.annotations.readOnlyHint for t in via.tools))
+
+    # 2. write_file without confirmation: blocked, nothing on disk.
+    target = root / "out.txt"
+
+    async def write_unconfirmed(s):
+        return await s.call_tool("write_file", {"path": str(target), "content": "one\n"})
+
+    r = await with_session(proxy_params(root, "--audit", str(audit)), write_unconfirmed)
+    code = (r.structuredContent or {}).get("error", {}).get("code")
+    check("write_file without confirmation is a blocked tool result", r.isError and code == "CONFIRMATION_REQUIRED", r)
+    text = r.content[0].text if r.content else ""
+    check("blocked text says what to do", "confirmed: true" in text and "CONFIRMATION_REQUIRED" in text, text)
+    check("blocked write left no file", not target.exists())
+
+    # 3. Confirmation by argument (a client that cannot elicit).
+    async def write_confirmed(s):
+        return await s.call_tool("write_file", {"path": str(target), "content": "two\n", "confirmed": True})
+
+    r = await with_session(proxy_params(root, "--audit", str(audit)), write_confirmed)
+    check("confirmed write_file runs", not r.isError, r)
+    check("confirmed write_file wrote the content", target.exists() and target.read_text() == "two\n")
+
+    # 4. Confirmation by elicitation: accept, then decline.
+    asked = []
+
+    async def accept(context, params):
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={})
+
+    async def decline(context, params):
+        asked.append(params.message)
+        return ElicitResult(action="decline")
+
+    elicited = root / "elicited.txt"
+
+    async def write_elicited(s):
+        return await s.call_tool("write_file", {"path": str(elicited), "content": "three\n"})
+
+    r = await with_session(proxy_params(root, "--audit", str(audit)), write_elicited, elicit=accept)
+    check("elicitation accepted: write_file runs", not r.isError, r)
+    check("elicitation accepted: file has the content", elicited.exists() and elicited.read_text() == "three\n")
+    check(
+        "elicitation message states the tool and the exact arguments",
+        bool(asked) and "write_file" in asked[0] and json.dumps(str(elicited)) in asked[0] and "three" in asked[0],
+        asked,
+    )
+    declined = root / "declined.txt"
+
+    async def write_declined(s):
+        # A model-written confirmation is not proof when the person can be asked.
+        return await s.call_tool("write_file", {"path": str(declined), "content": "four\n", "confirmed": True})
+
+    asked.clear()
+    r = await with_session(proxy_params(root, "--audit", str(audit)), write_declined, elicit=decline)
+    code = (r.structuredContent or {}).get("error", {}).get("code")
+    check("elicitation declined: blocked CONFIRMATION_REQUIRED", r.isError and code == "CONFIRMATION_REQUIRED", r)
+    check("elicitation declined: the person was asked despite confirmed: true", len(asked) == 1)
+    check("elicitation declined: no file", not declined.exists())
+
+    # 5. Unknown and hidden tools answer alike.
+    async def unknown_and_hidden(s):
+        hidden = await try_call(s, "write_file", {"path": str(root / "x"), "content": "x"})
+        unknown = await try_call(s, "no_such_tool", {"path": str(root / "x"), "content": "x"})
+        return hidden, unknown
+
+    hidden, unknown = await with_session(proxy_params(root, "--surface", "direct"), unknown_and_hidden)
+    h = json.dumps(error_of(hidden)).replace("write_file", "NAME")
+    u = json.dumps(error_of(unknown)).replace("no_such_tool", "NAME")
+    check("hidden tool answers exactly like an unknown tool", h == u, f"{h} vs {u}")
+    direct_unknown = await with_session(direct_params(root), lambda s: try_call(s, "no_such_tool", {}))
+    d = json.dumps(error_of(direct_unknown)).replace("no_such_tool", "NAME")
+    check("...and like the server's own unknown-tool answer", d == u, f"{d} vs {u}")
+    check("hidden write left no file", not (root / "x").exists())
+
+    # 6. The server killed mid-call: a clear error, no hang.
+    fifo = root / "blocking.fifo"
+    os.mkfifo(fifo)
+
+    async def killed_mid_call(s):
+        call = asyncio.create_task(try_call(s, "read_text_file", {"path": str(fifo)}))
+        await asyncio.sleep(1.0)
+        pids = server_pids(root)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        started = time.monotonic()
+        result = await asyncio.wait_for(call, 20)
+        return pids, result, time.monotonic() - started
+
+    pids, result, took = await with_session(proxy_params(root), killed_mid_call)
+    check("found the server process to kill", bool(pids))
+    check(
+        "killed server: the call gets a clear error",
+        isinstance(result, McpError) and "upstream server" in result.error.message,
+        result,
+    )
+    check("killed server: answered promptly", took < 5, took)
+
+    # 7. The client going away stops the server.
+    async def just_list(s):
+        await s.list_tools()
+        return server_pids(root)
+
+    running = await with_session(proxy_params(root), just_list)
+    deadline = time.monotonic() + 10
+    while server_pids(root) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    check("server was running during the session", bool(running))
+    check("client disconnect stopped the server", not server_pids(root), server_pids(root))
+
+    # 8. Garbage from the upstream: a clear error at once.
+    garbage = StdioServerParameters(command=PROXY, args=["--", "sh", "-c", "echo this is not json; sleep 30"])
+    started = time.monotonic()
+    try:
+        async with stdio_client(garbage) as (read, write):
+            async with ClientSession(read, write) as s:
+                await asyncio.wait_for(s.initialize(), 20)
+        outcome = "initialized"
+    except McpError as e:
+        outcome = e.error.message
+    except Exception as e:  # noqa: BLE001 - the client may surface a closed stream instead
+        outcome = repr(e)
+    check(
+        "garbage from the server: clear error, no hang",
+        "not a JSON-RPC message" in outcome and time.monotonic() - started < 10,
+        outcome,
+    )
+
+    # 9. The audit log: one line per decision, no argument values by default.
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    codes = [(r["tool"], r["code"], r["confirmation"], r["outcome"]) for r in lines]
+    check(
+        "audit log records each decision",
+        ("write_file", "CONFIRMATION_REQUIRED", None, "blocked") in codes
+        and ("write_file", None, "argument", "forwarded") in codes
+        and ("write_file", None, "elicitation", "forwarded") in codes
+        and ("write_file", "CONFIRMATION_REQUIRED", "declined", "blocked") in codes,
+        codes,
+    )
+    check(
+        "audit lines carry time, revision, surface and no arguments",
+        all(
+            r["time"].endswith("Z") and r["policy_revision"].startswith("sha256:") and r["surface"] == "confirming"
+            for r in lines
+        )
+        and "three" not in audit.read_text()
+        and all("arguments" not in r for r in lines),
+        lines[:2],
+    )
+
+    failed = RESULTS.count(False)
+    print(f"{RESULTS.count(True)} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

