@@ -160,7 +160,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
 fn proxy(args: &[std::ffi::OsString]) -> Result<ExitCode> {
     use std::os::unix::process::CommandExt;
     let beside = std::env::current_exe()?.with_file_name("toolgate-proxy");
-    let program = if beside.is_file() { beside } else { PathBuf::from("toolgate-proxy") };
+    let program = if beside.is_file() {
+        beside
+    } else {
+        PathBuf::from("toolgate-proxy")
+    };
     let err = std::process::Command::new(&program).args(args).exec();
     Err(anyhow!("could not run {}: {err}", program.display()))
 }

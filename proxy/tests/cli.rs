@@ -1,0 +1,73 @@
+//! The `toolgate-proxy` binary: usage and load errors, and the fault path
+//! with a real child that is not an MCP server. The real-server and
+//! real-client tests are in `tests/e2e/` (run by `./test`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate-proxy");
+
+#[test]
+fn no_upstream_is_a_usage_error() {
+    let out = Command::new(BIN).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no upstream"), "{err}");
+}
+
+#[test]
+fn a_bad_policy_fails_at_start_with_its_position() {
+    let dir = std::env::temp_dir().join(format!("toolgate-proxy-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("bad.yaml");
+    std::fs::write(&policy, "version: 1\ndefaults:\n  require_confirmation: \"true\"\n").unwrap();
+    let out = Command::new(BIN)
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.yaml") && err.contains("3:"), "{err}");
+}
+
+#[test]
+fn an_upstream_that_prints_garbage_gets_a_clear_error_not_a_hang() {
+    let mut child = Command::new(BIN)
+        .args(["--", "sh", "-c", "echo this is not json; sleep 30"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["error"]["code"], -32603);
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("not a JSON-RPC message"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Closing stdin ends the proxy (and its child) promptly.
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the proxy did not exit after its client left"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
