@@ -139,15 +139,43 @@ pub struct Context {
     pub allowed_tools: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Surface {
+    /// The caller can carry a human confirmation (the default).
     #[default]
     Confirming,
+    /// No confirmation round-trip: only read-only tools that need none.
     Direct,
 }
 
+impl Surface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Surface::Confirming => "confirming",
+            Surface::Direct => "direct",
+        }
+    }
+}
+
 impl Context {
+    /// The context from command-line flags: `--scopes a,b` and `--allow t1,t2`
+    /// are comma-separated lists (absent: no check; `""`: an empty list).
+    pub fn from_flags(surface: Surface, scopes: Option<&str>, allowed_tools: Option<&str>) -> Context {
+        let list = |s: &str| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        Context {
+            surface,
+            scopes: scopes.map(list),
+            allowed_tools: allowed_tools.map(list),
+        }
+    }
+
     /// The context as the JSON the component reads.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| "{}".into())

@@ -113,7 +113,7 @@ fn check_reports_lints_with_positions() {
     let policy = dir.join("p.yaml");
     std::fs::write(
         &policy,
-        "version: 1\ndefaults:\n  operation_type: read_only\ntool_policies:\n  ghost: {}\n  cancelar_conta:\n    operation_type: read_only\n",
+        "version: 1\ndefaults:\n  operation_type: read_only\ntool_policies:\n  ghost: {}\n  cancelar_conta:\n    operation_type: read_only\n  listar_planos: {operation_type: transactional, require_confirmation: false}\n",
     )
     .unwrap();
     let policy = policy.to_str().unwrap();
@@ -125,7 +125,10 @@ fn check_reports_lints_with_positions() {
         stdout.contains(&format!("{policy}:6:3: warning:")) && stdout.contains("POLICY_CONTRADICTS_HINT"),
         "{stdout}"
     );
-    assert!(stdout.contains("TRANSACTIONAL_WITHOUT_CONFIRMATION") || !stdout.is_empty());
+    assert!(
+        stdout.contains(&format!("{policy}:8:3: warning: ")) && stdout.contains("`listar_planos` is transactional (write) and runs without confirmation (TRANSACTIONAL_WITHOUT_CONFIRMATION)"),
+        "{stdout}"
+    );
 }
 
 #[test]

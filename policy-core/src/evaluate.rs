@@ -28,6 +28,11 @@ pub struct Call {
 /// is allowed and ignored). `Err` carries the name if it could be read.
 pub fn parse_call(bytes: &[u8]) -> Result<Call, (Option<String>, String)> {
     let value = json::parse_strict(bytes).map_err(|e| (None, e.to_string()))?;
+    call_from_value(value)
+}
+
+/// [`parse_call`] for an already parsed value.
+pub fn call_from_value(value: Value) -> Result<Call, (Option<String>, String)> {
     let Value::Object(mut map) = value else {
         return Err((None, "a call must be a JSON object with `name` and `arguments`".into()));
     };

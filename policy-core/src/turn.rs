@@ -8,7 +8,7 @@
 use crate::context::Context;
 use crate::decision::{self, Code, Decision, Denial};
 use crate::error::{Origin, Problem, ProblemCode};
-use crate::evaluate::{CONFIRMATION_FIELDS, parse_call};
+use crate::evaluate::{CONFIRMATION_FIELDS, call_from_value};
 use crate::json::{self, write_bool, write_str};
 use crate::policy::OperationType;
 use crate::rules::Rules;
@@ -115,8 +115,7 @@ fn parse_json(text: &str, origin: Origin) -> Result<Value, Problem> {
 }
 
 fn tool_call(value: &Value, origin: Origin, what: &str) -> Result<ToolCall, Problem> {
-    let text = serde_json::to_vec(value).map_err(|e| Problem::new(ProblemCode::InvalidValue, origin, e.to_string()))?;
-    let call = parse_call(&text)
+    let call = call_from_value(value.clone())
         .map_err(|(_, why)| Problem::new(ProblemCode::InvalidValue, origin, format!("{what}: {why}")))?;
     let arguments = match call.arguments {
         None => Map::new(),

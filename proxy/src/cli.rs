@@ -1,7 +1,7 @@
 //! `toolgate proxy [--policy FILE] [--surface confirming|direct] [--scopes ...]
 //! [--audit FILE] [--listen ADDR] (--upstream URL | -- SERVER_CMD [ARGS...])`
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use rmcp::ServiceExt;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -27,8 +27,8 @@ pub struct ProxyArgs {
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// confirming (the caller can carry a human confirmation) or direct.
-    #[arg(long, value_enum, default_value_t = SurfaceArg::Confirming)]
-    pub surface: SurfaceArg,
+    #[arg(long, value_enum, default_value_t = Surface::Confirming)]
+    pub surface: Surface,
     /// Granted scopes, comma-separated. Absent: no scope check.
     #[arg(long)]
     pub scopes: Option<String>,
@@ -54,20 +54,6 @@ pub struct ProxyArgs {
     /// The upstream server's command and arguments (after `--`).
     #[arg(last = true, value_name = "SERVER_CMD")]
     pub command: Vec<String>,
-}
-
-#[derive(Copy, Clone, Debug, ValueEnum)]
-pub enum SurfaceArg {
-    Confirming,
-    Direct,
-}
-
-fn split_list(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// Parses `args` (the first is the program name) and runs the proxy.
@@ -173,14 +159,7 @@ fn config(args: &ProxyArgs) -> Result<Config, ProxyError> {
     Ok(Config {
         engine,
         policy,
-        context: Context {
-            surface: match args.surface {
-                SurfaceArg::Confirming => Surface::Confirming,
-                SurfaceArg::Direct => Surface::Direct,
-            },
-            scopes: args.scopes.as_deref().map(split_list),
-            allowed_tools: args.allow.as_deref().map(split_list),
-        },
+        context: Context::from_flags(args.surface, args.scopes.as_deref(), args.allow.as_deref()),
         upstream,
         timeout: Duration::from_secs(args.timeout.max(1)),
         audit,

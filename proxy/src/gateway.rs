@@ -22,7 +22,7 @@ use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
-use toolgate::{Context, Decision, Engine, RuleSet, Surface};
+use toolgate::{Context, Decision, Engine, RuleSet};
 
 use crate::audit::{Audit, Record};
 use crate::upstream::{self, Fault};
@@ -51,10 +51,7 @@ pub struct Config {
 
 impl Config {
     fn surface(&self) -> &'static str {
-        match self.context.surface {
-            Surface::Confirming => "confirming",
-            Surface::Direct => "direct",
-        }
+        self.context.surface.as_str()
     }
 }
 

@@ -1,5 +1,5 @@
 use anyhow::{Context as _, Result, anyhow};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -59,8 +59,8 @@ struct RulesArgs {
     #[arg(long)]
     catalog: PathBuf,
     /// confirming (the caller can carry a human confirmation) or direct.
-    #[arg(long, value_enum, default_value_t = SurfaceArg::Confirming)]
-    surface: SurfaceArg,
+    #[arg(long, value_enum, default_value_t = Surface::Confirming)]
+    surface: Surface,
     /// Granted scopes, comma-separated. Absent: no scope check. "": none granted.
     #[arg(long)]
     scopes: Option<String>,
@@ -84,30 +84,9 @@ struct TestArgs {
     files: Vec<PathBuf>,
 }
 
-#[derive(Copy, Clone, Debug, ValueEnum)]
-enum SurfaceArg {
-    Confirming,
-    Direct,
-}
-
-fn split_list(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
 impl RulesArgs {
     fn context(&self) -> Context {
-        Context {
-            surface: match self.surface {
-                SurfaceArg::Confirming => Surface::Confirming,
-                SurfaceArg::Direct => Surface::Direct,
-            },
-            scopes: self.scopes.as_deref().map(split_list),
-            allowed_tools: self.allow.as_deref().map(split_list),
-        }
+        Context::from_flags(self.surface, self.scopes.as_deref(), self.allow.as_deref())
     }
 }
 
