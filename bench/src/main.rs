@@ -1,116 +1,365 @@
-//! `cargo run --release -p bench`: ns per decision on the 34-tool seed
-//! catalog, policy-core native and the component under wasmtime, measured in
-//! the same process and run, plus load and start-up costs. A harness that
-//! prints figures; nothing here asserts a time.
+//! toolgate's Rust benchmarks against Cedar, same process, same run.
+//!
+//! - `bench gen DIR`: writes the shared workload (see `workload.rs`) for the
+//!   Node and Python harnesses.
+//! - `bench rust [--quick] [--json OUT]`: `rust-native` (policy-core vs
+//!   `cedar-policy`) and `rust-wasmtime` (the component under wasmtime vs
+//!   `cedar-policy` native), at 34, 1 000 and 10 000 tools, the floor
+//!   component, and start-up costs. Prints figures; asserts only that the
+//!   engines agree with each other and with the mix's expected allow/deny.
+//!
+//! `bench/run` runs this and the other runtimes and prints the one table.
 
+mod cedar;
+mod workload;
+
+use serde_json::{Value, json};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-const CATALOG: &str = include_str!("../../tests/vectors/fixtures/seed-catalog.json");
-const POLICY: &str = "version: 1\ndefaults:\n  operation_type: read_only\n  require_confirmation: false\n";
+/// Counts live heap bytes, so "memory per loaded rule set" is measured, not
+/// guessed, for policy-core and Cedar alike.
+struct CountingAlloc;
 
-/// A fixed mix: allowed reads, an allowed confirmed write, confirmation
-/// required, scope denied, bad request, unknown tool.
-const CALLS: &[&str] = &[
-    r#"{"name":"wa_list_chats","arguments":{"limit":20,"status":"open"}}"#,
-    r#"{"name":"get_conversation","arguments":{"conversation_id":"0b7c1a52-8e0e-4b8e-9d43-4d5a0c7f1e21"}}"#,
-    r#"{"name":"send_whatsapp","arguments":{"to":"+5511999990000","text":"Olá","idempotency_key":"send-0001","confirmed":true}}"#,
-    r#"{"name":"send_whatsapp","arguments":{"to":"+5511999990000","text":"Olá","idempotency_key":"send-0001"}}"#,
-    r#"{"name":"draft_reply","arguments":{"conversation_id":"0b7c1a52-8e0e-4b8e-9d43-4d5a0c7f1e21"}}"#,
-    r#"{"name":"wa_get_chat","arguments":{"chat_id":"not-a-uuid"}}"#,
-    r#"{"name":"no_such_tool","arguments":{}}"#,
-];
-const CONTEXT: &str = r#"{"surface":"confirming","scopes":["mcp:read","mcp:write"]}"#;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged and only counts.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+type Error = Box<dyn std::error::Error>;
+
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    rounds: usize,
+    /// Decisions per round (rounded to whole mixes).
+    decisions: usize,
+}
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// Median over `rounds` of the mean ns per call of `f` over the mix.
-fn ns_per_decision(rounds: usize, iters: usize, mut f: impl FnMut(&[u8])) -> f64 {
-    let mut samples = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        let start = Instant::now();
-        for _ in 0..iters {
-            for call in CALLS {
-                f(black_box(call.as_bytes()));
+/// ns per decision for several contenders, measured round-robin (one round
+/// of each in turn), so drift on a shared machine hits them all alike;
+/// median over rounds.
+fn race(budget: Budget, mix_len: usize, contenders: &mut [&mut dyn FnMut(usize)]) -> Vec<f64> {
+    let iters = (budget.decisions / mix_len).max(1);
+    let mut samples = vec![Vec::with_capacity(budget.rounds); contenders.len()];
+    for _ in 0..budget.rounds {
+        for (f, s) in contenders.iter_mut().zip(samples.iter_mut()) {
+            let start = Instant::now();
+            for _ in 0..iters {
+                for i in 0..mix_len {
+                    f(black_box(i));
+                }
             }
+            s.push(start.elapsed().as_nanos() as f64 / (iters * mix_len) as f64);
         }
-        samples.push(start.elapsed().as_nanos() as f64 / (iters * CALLS.len()) as f64);
     }
-    median(samples)
+    samples.into_iter().map(median).collect()
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let (rounds, iters) = if quick { (5, 200) } else { (15, 2_000) };
-
-    let native = policy_core::Rules::load(Some(POLICY), CATALOG)?;
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
-    let engine = toolgate::Engine::new()?;
-    let compile = t.elapsed();
+    let v = f();
+    (v, t.elapsed())
+}
+
+fn gzip_len(bytes: &[u8]) -> Result<usize, Error> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(bytes)?;
+    Ok(gz.finish()?.len())
+}
+
+fn floor_component() -> Result<Vec<u8>, Error> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = root.join("target").join("bench").join("floor.wasm");
+    Ok(component_build::build_package(&root, "toolgate-floor", &out)?)
+}
+
+fn run_rust(budget: Budget, json_out: Option<&str>) -> Result<(), Error> {
+    let mix = workload::mix();
+    let calls: Vec<Vec<u8>> = mix.iter().map(|m| m.call.to_string().into_bytes()).collect();
+    let requests: Vec<Value> = mix.iter().map(|m| workload::cedar_request(&m.call)).collect();
+    let context = workload::context_json();
+    let n = mix.len();
+
+    // Start-up costs.
+    let (engine, compile) = timed(toolgate::Engine::new);
+    let engine = engine?;
     let precompiled = toolgate::Engine::precompile()?;
-    let t = Instant::now();
-    let fast = toolgate::Engine::from_precompiled(&precompiled, toolgate::Limits::default())?;
-    let deserialize = t.elapsed();
-    let t = Instant::now();
-    let component = fast.load(Some(POLICY), CATALOG)?;
-    let component_load = t.elapsed();
-    let t = Instant::now();
-    let _native_again = policy_core::Rules::load(Some(POLICY), CATALOG)?;
-    let native_load = t.elapsed();
+    let (fast, deserialize) = timed(|| toolgate::Engine::from_precompiled(&precompiled, toolgate::Limits::default()));
+    let fast = fast?;
+    let (empty, instantiate) = timed(|| fast.load(None, "[]"));
+    drop(empty?);
     drop(engine);
+    let floor = toolgate::Engine::from_component_bytes(&floor_component()?, toolgate::Limits::default())?;
+    let floor_rules = floor.load(None, "[]")?;
 
-    // Both must agree byte for byte before anything is timed.
-    for call in CALLS {
-        let a = native.evaluate_json(call.as_bytes(), CONTEXT).json;
-        let b = component.evaluate_raw(call.as_bytes(), CONTEXT).json;
-        if a != b {
-            return Err(format!("native and component disagree on {call}:\n{a}\n{b}").into());
+    let mut scales = serde_json::Map::new();
+    let mut wasm_scales = serde_json::Map::new();
+    let mut start = serde_json::Map::new();
+    println!(
+        "rust: median of {} rounds, {} decisions per round",
+        budget.rounds, budget.decisions
+    );
+    println!(
+        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14} {:>12}",
+        "tools", "native ns", "native-str", "wasm ns", "wasm-str", "cedar ns", "cedar-auth ns", "floor ns"
+    );
+    for size in workload::SCALES {
+        let catalog_value = workload::catalog(size)?;
+        let catalog = catalog_value.to_string();
+        let structural = workload::structural_only(&catalog_value).to_string();
+
+        let before = LIVE.load(Ordering::Relaxed);
+        let (native, native_load) = timed(|| policy_core::Rules::load(Some(workload::POLICY), &catalog));
+        let native = native?;
+        let native_bytes = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        let native_structural = policy_core::Rules::load(Some(workload::POLICY), &structural)?;
+
+        let entities = workload::cedar_entities(&native);
+        let before = LIVE.load(Ordering::Relaxed);
+        let (cedar, cedar_load) =
+            timed(|| cedar::CedarGate::load(workload::CEDAR_POLICIES, workload::CEDAR_SCHEMA, &entities));
+        let cedar = cedar?;
+        let cedar_bytes = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+
+        let (component, component_load) = timed(|| fast.load(Some(workload::POLICY), &catalog));
+        let component = component?;
+        let component_structural = fast.load(Some(workload::POLICY), &structural)?;
+
+        // Everyone agrees before anything is timed: toolgate native and
+        // component byte for byte, and toolgate and Cedar with the mix.
+        let prebuilt: Vec<Option<cedar_policy::Request>> = requests.iter().map(|r| cedar.request(r)).collect();
+        for (i, m) in mix.iter().enumerate() {
+            let (call, request) = (&calls[i], &requests[i]);
+            let native_decision = native.evaluate_json(call, &context);
+            let wasm = component.evaluate_raw(call, &context);
+            if native_decision.json != wasm.json {
+                return Err(format!(
+                    "native and component disagree on {}:\n{}\n{}",
+                    m.call, native_decision.json, wasm.json
+                )
+                .into());
+            }
+            let structural_ok = native_structural.evaluate_json(call, &context).ok;
+            let cedar_ok = cedar.decide(request);
+            let cedar_prebuilt_ok = prebuilt[i].as_ref().is_some_and(|r| cedar.authorize(r));
+            for (who, ok) in [
+                ("toolgate", native_decision.ok),
+                ("toolgate (structural schemas)", structural_ok),
+                (
+                    "toolgate component (structural)",
+                    component_structural.evaluate_raw(call, &context).ok,
+                ),
+                ("cedar", cedar_ok),
+                ("cedar (prebuilt request)", cedar_prebuilt_ok),
+            ] {
+                if ok != m.expect_allowed {
+                    return Err(format!(
+                        "{who} says {} on `{}` ({}), the mix expects {}",
+                        if ok { "allow" } else { "deny" },
+                        m.call,
+                        m.label,
+                        if m.expect_allowed { "allow" } else { "deny" }
+                    )
+                    .into());
+                }
+            }
+        }
+
+        let figures = race(
+            budget,
+            n,
+            &mut [
+                &mut |i| {
+                    black_box(native.evaluate_json(&calls[i], &context));
+                },
+                &mut |i| {
+                    black_box(native_structural.evaluate_json(&calls[i], &context));
+                },
+                &mut |i| {
+                    black_box(component.evaluate_raw(&calls[i], &context));
+                },
+                &mut |i| {
+                    black_box(component_structural.evaluate_raw(&calls[i], &context));
+                },
+                &mut |i| {
+                    black_box(cedar.decide(&requests[i]));
+                },
+                &mut |i| {
+                    black_box(prebuilt[i].as_ref().map(|r| cedar.authorize(r)));
+                },
+                &mut |i| {
+                    black_box(floor_rules.evaluate_raw(&calls[i], &context));
+                },
+            ],
+        );
+        let [
+            native_ns,
+            native_str_ns,
+            wasm_ns,
+            wasm_str_ns,
+            cedar_ns,
+            cedar_auth_ns,
+            floor_ns,
+        ] = figures[..]
+        else {
+            return Err("race returned the wrong number of figures".into());
+        };
+        println!(
+            "{size:>6} {native_ns:>12.0} {native_str_ns:>12.0} {wasm_ns:>12.0} {wasm_str_ns:>12.0} {cedar_ns:>14.0} {cedar_auth_ns:>14.0} {floor_ns:>12.0}"
+        );
+        println!(
+            "       load: native {:.2} ms ({} KiB), component {:.2} ms, cedar {:.2} ms ({} KiB)",
+            ms(native_load),
+            native_bytes / 1024,
+            ms(component_load),
+            ms(cedar_load),
+            cedar_bytes / 1024
+        );
+        scales.insert(
+            size.to_string(),
+            json!({"toolgate_ns": native_ns, "toolgate_structural_ns": native_str_ns, "cedar_ns": cedar_ns,
+                   "cedar_authorize_ns": cedar_auth_ns, "toolgate_load_ms": ms(native_load),
+                   "toolgate_rules_bytes": native_bytes, "cedar_load_ms": ms(cedar_load), "cedar_bytes": cedar_bytes}),
+        );
+        wasm_scales.insert(
+            size.to_string(),
+            json!({"toolgate_ns": wasm_ns, "toolgate_structural_ns": wasm_str_ns, "cedar_ns": cedar_ns,
+                   "cedar_authorize_ns": cedar_auth_ns, "floor_ns": floor_ns, "toolgate_load_ms": ms(component_load)}),
+        );
+        if size == 34 {
+            start.insert("seed_load_native_ms".into(), json!(ms(native_load)));
+            start.insert("seed_load_component_ms".into(), json!(ms(component_load)));
+            start.insert("seed_rules_native_bytes".into(), json!(native_bytes));
+            start.insert(
+                "seed_rules_component_memory_bytes".into(),
+                json!(component.guest_memory_bytes()),
+            );
         }
     }
+    start.insert("component_bytes".into(), json!(toolgate::COMPONENT.len()));
+    start.insert("component_gzip_bytes".into(), json!(gzip_len(toolgate::COMPONENT)?));
+    start.insert("compile_ms".into(), json!(ms(compile)));
+    start.insert("precompiled_load_ms".into(), json!(ms(deserialize)));
+    start.insert("instantiate_ms".into(), json!(ms(instantiate)));
+    println!("start: {}", Value::Object(start.clone()));
 
-    let native_ns = ns_per_decision(rounds, iters, |c| {
-        black_box(native.evaluate_json(c, CONTEXT));
-    });
-    let component_ns = ns_per_decision(rounds, iters, |c| {
-        black_box(component.evaluate_raw(c, CONTEXT));
-    });
-    // The floor: the same bytes in and a decision-sized string out, with no
-    // engine (what any host pays to move bytes at all, natively).
-    let floor_ns = ns_per_decision(rounds, iters, |c| {
-        black_box(String::from_utf8_lossy(c).repeat(2));
-    });
-
-    println!(
-        "toolgate benchmark: seed catalog (34 tools), mix of {} calls, median of {rounds} rounds",
-        CALLS.len()
-    );
-    println!("{:<28} {:>14}", "runtime", "ns/decision");
-    println!("{:<28} {:>14.0}", "rust-native (policy-core)", native_ns);
-    println!("{:<28} {:>14.0}", "rust-wasmtime (component)", component_ns);
-    println!("{:<28} {:>14.0}", "copy floor (native)", floor_ns);
-    println!("component / native: {:.2}x", component_ns / native_ns);
-    println!();
-    println!("component size: {} bytes", toolgate::COMPONENT.len());
-    println!(
-        "compile component: {:.1} ms; load precompiled: {:.2} ms",
-        ms(compile),
-        ms(deserialize)
-    );
-    println!(
-        "load seed rule set: component {:.2} ms, native {:.2} ms",
-        ms(component_load),
-        ms(native_load)
-    );
-    println!(
-        "ratio rust-wasmtime-vs-native {native_ns:.0} {component_ns:.0} {:.3}",
-        component_ns / native_ns
-    );
+    let results = json!([
+        {"runtime": "rust-native", "peer": "cedar-policy (native)", "scales": scales},
+        {"runtime": "rust-wasmtime", "peer": "cedar-policy (native)", "scales": wasm_scales, "start": start},
+    ]);
+    if let Some(path) = json_out {
+        std::fs::write(path, results.to_string())?;
+    }
     Ok(())
+}
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let json_out = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
+    match args.first().map(String::as_str) {
+        Some("gen") => {
+            let dir = args.get(1).ok_or("usage: bench gen DIR")?;
+            workload::write(std::path::Path::new(dir), &workload::SCALES)?;
+            Ok(())
+        }
+        Some("rust") | None => {
+            let budget = if smoke {
+                Budget {
+                    rounds: 1,
+                    decisions: 16,
+                }
+            } else if quick {
+                Budget {
+                    rounds: 7,
+                    decisions: 4_000,
+                }
+            } else {
+                Budget {
+                    rounds: 21,
+                    decisions: 16_000,
+                }
+            };
+            run_rust(budget, json_out)
+        }
+        // A loop for `perf record` / callgrind: load or evaluate, natively.
+        Some("profile-load") => {
+            let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100);
+            let (_, all) = timed(|| {
+                for _ in 0..n {
+                    black_box(policy_core::Rules::load(Some(workload::POLICY), workload::SEED_CATALOG).ok());
+                }
+            });
+            let (_, catalog) = timed(|| {
+                for _ in 0..n {
+                    black_box(policy_core::catalog::parse(workload::SEED_CATALOG).ok());
+                }
+            });
+            let (_, json) = timed(|| {
+                for _ in 0..n {
+                    black_box(serde_json::from_str::<Value>(workload::SEED_CATALOG).ok());
+                }
+            });
+            let per = |d: Duration| ms(d) / n as f64;
+            println!(
+                "load {:.3} ms, of which catalog::parse {:.3} ms (serde_json alone {:.3} ms)",
+                per(all),
+                per(catalog),
+                per(json)
+            );
+            Ok(())
+        }
+        Some("profile-evaluate") => {
+            let rules = policy_core::Rules::load(Some(workload::POLICY), workload::SEED_CATALOG)?;
+            let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
+            let context = workload::context_json();
+            for _ in 0..args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100_000) {
+                for call in &calls {
+                    black_box(rules.evaluate_json(call.as_bytes(), &context));
+                }
+            }
+            Ok(())
+        }
+        Some(other) => {
+            Err(format!("unknown mode `{other}`: use `gen DIR` or `rust [--quick|--smoke] [--json OUT]`").into())
+        }
+    }
 }

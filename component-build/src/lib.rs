@@ -32,8 +32,17 @@ const SCRUBBED_ENV: &[&str] = &[
     "NUM_JOBS",
 ];
 
-/// Compiles the guest module and returns the path of the core wasm module.
+/// The policy component's guest crate.
+pub const POLICY_PACKAGE: &str = "policy-component";
+
+/// Compiles the policy guest module and returns the path of the core wasm module.
 pub fn build_module(workspace_root: &Path) -> Result<PathBuf, String> {
+    build_package_module(workspace_root, POLICY_PACKAGE)
+}
+
+/// Compiles a guest crate of this workspace (the policy component, or the
+/// benchmark floor) and returns the path of its core wasm module.
+pub fn build_package_module(workspace_root: &Path, package: &str) -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let target_dir = workspace_root.join("target").join("guest");
     let mut cmd = Command::new(cargo);
@@ -42,7 +51,7 @@ pub fn build_module(workspace_root: &Path) -> Result<PathBuf, String> {
             "build",
             "--quiet",
             "-p",
-            "policy-component",
+            package,
             "--lib",
             "--target",
             GUEST_TARGET,
@@ -63,7 +72,7 @@ pub fn build_module(workspace_root: &Path) -> Result<PathBuf, String> {
     Ok(target_dir
         .join(GUEST_TARGET)
         .join(GUEST_PROFILE)
-        .join("policy_component.wasm"))
+        .join(format!("{}.wasm", package.replace('-', "_"))))
 }
 
 /// Wraps a core module (with wit-bindgen's component-type section) into a
@@ -77,9 +86,14 @@ pub fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("could not encode the component: {e:#}"))
 }
 
-/// Builds the component and writes it to `out`. Returns its bytes.
+/// Builds the policy component and writes it to `out`. Returns its bytes.
 pub fn build(workspace_root: &Path, out: &Path) -> Result<Vec<u8>, String> {
-    let module_path = build_module(workspace_root)?;
+    build_package(workspace_root, POLICY_PACKAGE, out)
+}
+
+/// Builds a guest crate into a component at `out`. Returns its bytes.
+pub fn build_package(workspace_root: &Path, package: &str, out: &Path) -> Result<Vec<u8>, String> {
+    let module_path = build_package_module(workspace_root, package)?;
     let module = std::fs::read(&module_path).map_err(|e| format!("{}: {e}", module_path.display()))?;
     let component = componentize(&module)?;
     if let Some(dir) = out.parent() {

@@ -1,15 +1,27 @@
-//! `cargo run -p component-build -- [OUT]`: builds the component (default
-//! `dist/toolgate_policy.wasm`) and prints its size, imports and exports.
+//! `cargo run -p component-build -- [--package CRATE] [OUT]`: builds the
+//! component (default: the policy component into `dist/toolgate_policy.wasm`;
+//! `--package toolgate-floor` builds the benchmark floor) and prints its size,
+//! imports and exports.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = std::env::args_os()
-        .nth(1)
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut package = component_build::POLICY_PACKAGE.to_owned();
+    if let Some(at) = args.iter().position(|a| a == "--package") {
+        let Some(name) = args.get(at + 1).and_then(|n| n.to_str()) else {
+            eprintln!("component-build: --package needs a crate name");
+            return ExitCode::FAILURE;
+        };
+        package = name.to_owned();
+        args.drain(at..at + 2);
+    }
+    let out = args
+        .first()
         .map_or_else(|| root.join("dist").join("toolgate_policy.wasm"), PathBuf::from);
-    match component_build::build(&root, &out)
+    match component_build::build_package(&root, &package, &out)
         .and_then(|bytes| component_build::interface(&bytes).map(|(imports, exports)| (bytes.len(), imports, exports)))
     {
         Ok((size, imports, exports)) => {

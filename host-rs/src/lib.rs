@@ -257,14 +257,22 @@ impl Default for Limits {
 struct HostState {
     max_memory: usize,
     memory_exhausted: bool,
+    /// Test hook ([`RuleSet::inject_trap`]): the next memory growth traps.
+    inject_trap: bool,
+    /// The guest's linear memory size, as last grown (for measurement).
+    memory_bytes: usize,
 }
 
 impl ResourceLimiter for HostState {
     fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if std::mem::take(&mut self.inject_trap) {
+            return Err(wasmtime::Error::msg("trap injected by RuleSet::inject_trap"));
+        }
         if desired > self.max_memory {
             self.memory_exhausted = true;
             return Ok(false);
         }
+        self.memory_bytes = self.memory_bytes.max(desired);
         Ok(true)
     }
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
@@ -407,6 +415,8 @@ impl Engine {
             HostState {
                 max_memory: self.inner.limits.max_memory_bytes,
                 memory_exhausted: false,
+                inject_trap: false,
+                memory_bytes: 0,
             },
         );
         store.limiter(|state| state as &mut dyn ResourceLimiter);
@@ -511,6 +521,13 @@ impl RuleSet {
     /// The `policy_revision` every decision from this rule set carries.
     pub fn revision(&self) -> &str {
         &self.revision
+    }
+
+    /// The guest's linear memory, in bytes, as grown by loading and calls so
+    /// far: what this rule set costs in memory (0 after an unrecovered fault).
+    pub fn guest_memory_bytes(&self) -> usize {
+        let guard = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        guard.as_ref().map_or(0, |live| live.store.data().memory_bytes)
     }
 
     /// Runs `f` on the live instance under the call fuel budget. A trap
@@ -629,5 +646,20 @@ impl RuleSet {
                 problem: f.problem.into(),
             })
             .collect())
+    }
+
+    /// Test hook for fault tests, not API: the next call that grows the
+    /// guest's memory traps inside the component (wasmtime raises the
+    /// growth's error as a trap at `memory.grow`). That call fails with
+    /// `ENGINE_TRAP` and the instance is replaced, as for any trap.
+    #[doc(hidden)]
+    pub fn inject_trap(&self) {
+        let mut guard = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            *guard = self.engine.load_live(self.policy.as_deref(), &self.catalog).ok();
+        }
+        if let Some(live) = guard.as_mut() {
+            live.store.data_mut().inject_trap = true;
+        }
     }
 }

@@ -1,0 +1,80 @@
+//! Cedar set up as a Cedar user would for this workload: the policy set,
+//! schema and entities parsed and validated once; per call, a request built
+//! from the call (validated against the schema) and one `is_authorized`.
+
+use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicySet, Request, Schema};
+use serde_json::Value;
+use std::str::FromStr;
+
+pub struct CedarGate {
+    authorizer: Authorizer,
+    policies: PolicySet,
+    schema: Schema,
+    entities: Entities,
+    principal: EntityUid,
+    action: EntityUid,
+}
+
+impl std::fmt::Debug for CedarGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CedarGate").finish_non_exhaustive()
+    }
+}
+
+fn uid(v: &Value) -> Result<EntityUid, String> {
+    EntityUid::from_json(v.clone()).map_err(|e| format!("entity uid {v}: {e}"))
+}
+
+impl CedarGate {
+    pub fn load(policies: &str, schema: &str, entities: &Value) -> Result<CedarGate, String> {
+        let policies = PolicySet::from_str(policies).map_err(|e| format!("cedar policies: {e}"))?;
+        let (schema, _warnings) = Schema::from_cedarschema_str(schema).map_err(|e| format!("cedar schema: {e}"))?;
+        let validation =
+            cedar_policy::Validator::new(schema.clone()).validate(&policies, cedar_policy::ValidationMode::Strict);
+        if !validation.validation_passed() {
+            return Err(format!(
+                "cedar policies do not validate against the schema: {validation:?}"
+            ));
+        }
+        let entities =
+            Entities::from_json_value(entities.clone(), Some(&schema)).map_err(|e| format!("cedar entities: {e}"))?;
+        Ok(CedarGate {
+            authorizer: Authorizer::new(),
+            policies,
+            schema,
+            entities,
+            principal: uid(&serde_json::json!({"type": "Agent", "id": "agent"}))?,
+            action: uid(&serde_json::json!({"type": "Action", "id": "call"}))?,
+        })
+    }
+
+    /// The per-call adapter: a request from the JSON request the workload's
+    /// adapter wrote (`principal`, `action`, `resource`, `context`), validated
+    /// against the schema. A request the schema rejects (`confirmed: "true"`)
+    /// is a deny, as it would be in a gateway.
+    pub fn request(&self, request: &Value) -> Option<Request> {
+        let resource = uid(request.get("resource")?).ok()?;
+        let context =
+            Context::from_json_value(request.get("context")?.clone(), Some((&self.schema, &self.action))).ok()?;
+        Request::new(
+            self.principal.clone(),
+            self.action.clone(),
+            resource,
+            context,
+            Some(&self.schema),
+        )
+        .ok()
+    }
+
+    pub fn authorize(&self, request: &Request) -> bool {
+        self.authorizer
+            .is_authorized(request, &self.policies, &self.entities)
+            .decision()
+            == Decision::Allow
+    }
+
+    /// Adapter and authorization together: what a gateway pays per call.
+    pub fn decide(&self, request: &Value) -> bool {
+        self.request(request).is_some_and(|r| self.authorize(&r))
+    }
+}
