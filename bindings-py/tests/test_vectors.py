@@ -40,7 +40,7 @@ def run_file(vf: vectorfile.VectorFile) -> None:
     for case in vf.cases:
         name = case["name"]
         op = case["op"]
-        ctx = _dumps(case.get("context") or {})
+        ctx = case["context_text"] if "context_text" in case else _dumps(case.get("context") or {})
         if op == "evaluate":
             got = rules.evaluate_json(vectorfile.call_bytes(case), ctx)
             assert got == case["expect"], name
@@ -74,7 +74,9 @@ def _flags(context: dict[str, Any] | None) -> list[str] | None:
         value = context.get(key)
         if value is None:
             continue
-        if not isinstance(value, list) or not all(isinstance(v, str) and v and "," not in v for v in value):
+        if not isinstance(value, list) or not all(
+            isinstance(v, str) and v and "," not in v and v.strip() == v for v in value
+        ):
             return None
         flags += [flag, ",".join(value)]
     return flags
@@ -101,7 +103,7 @@ def cli_runs(vf: vectorfile.VectorFile, tmp: Path) -> list[tuple[list[str], byte
     runs: list[tuple[list[str], bytes, bytes | None]] = []
     groups: dict[tuple[str, ...], list[tuple[bytes, str]]] = {}
     for case in vf.cases:
-        flags = _flags(case.get("context"))
+        flags = None if "context_text" in case else _flags(case.get("context"))
         if flags is None:
             continue
         if case["op"] == "list":

@@ -10,7 +10,7 @@ from typing import Any
 FILE_KEYS = {"spec", "description", "policy", "policy_text", "catalog", "catalog_text", "expect_load_error", "cases"}
 LOAD_ERROR_KEYS = {"code", "line", "column"}
 CASE_KEYS = {
-    "evaluate": {"name", "op", "context", "call", "call_text", "call_hex", "expect", "expect_code"},
+    "evaluate": {"name", "op", "context", "context_text", "call", "call_text", "call_hex", "expect", "expect_code"},
     "list": {"name", "op", "context", "expect", "expect_names"},
     "turn": {"name", "op", "state", "input", "expect"},
     "strip_fields": {"name", "op", "tool", "expect"},
@@ -92,4 +92,6 @@ def load(path: Path) -> VectorFile:
             raise VectorFormatError(f"{path.name}: cases[{i}]: missing {sorted(missing)}")
         if case["op"] == "evaluate":
             call_bytes(case)
+            if "context" in case and "context_text" in case:
+                raise VectorFormatError(f"{path.name}: cases[{i}]: at most one of context, context_text")
     return VectorFile(path, policy, catalog, policy_file, catalog_file, expect_load_error, cases)

@@ -43,7 +43,7 @@ export function cliRuns(file) {
   const groups = new Map();
   const runs = [];
   for (const c of file.cases) {
-    const flags = contextFlags(c.context);
+    const flags = 'context_text' in c ? null : contextFlags(c.context);
     if (!flags) continue;
     if (c.op === 'list') {
       runs.push({ args: ['list', ...base, ...flags], stdin: Buffer.alloc(0), expect: c.expect + '\n', names: [c.name] });

@@ -19,7 +19,7 @@ export function runCase(gate, c) {
   try {
     switch (c.op) {
       case 'evaluate': {
-        const context = JSON.stringify(c.context ?? {});
+        const context = 'context_text' in c ? c.context_text : JSON.stringify(c.context ?? {});
         let call;
         if ('call' in c) call = new TextEncoder().encode(JSON.stringify(c.call));
         else if ('call_text' in c) call = new TextEncoder().encode(c.call_text);

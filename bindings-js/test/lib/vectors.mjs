@@ -13,7 +13,7 @@ export const vectorsDir = process.env.TOOLGATE_VECTORS_DIR ? resolve(process.env
 const FILE_KEYS = new Set(['spec', 'description', 'policy', 'policy_text', 'catalog', 'catalog_text', 'expect_load_error', 'cases']);
 const LOAD_ERROR_KEYS = new Set(['code', 'line', 'column']);
 const CASE_KEYS = {
-  evaluate: new Set(['name', 'op', 'expect', 'context', 'call', 'call_text', 'call_hex', 'expect_code']),
+  evaluate: new Set(['name', 'op', 'expect', 'context', 'context_text', 'call', 'call_text', 'call_hex', 'expect_code']),
   list: new Set(['name', 'op', 'expect', 'context', 'expect_names']),
   turn: new Set(['name', 'op', 'expect', 'state', 'input']),
   strip_fields: new Set(['name', 'op', 'expect', 'tool']),
@@ -73,6 +73,8 @@ export function validateVectorFile(v, where) {
         const n = ['call', 'call_text', 'call_hex'].filter((k) => k in c).length;
         if (n !== 1) fail(`${at}: exactly one of call, call_text, call_hex`);
         if ('call_text' in c && typeof c.call_text !== 'string') fail(`${at}: call_text must be a string`);
+        if ('context_text' in c && typeof c.context_text !== 'string') fail(`${at}: context_text must be a string`);
+        if ('context_text' in c && 'context' in c) fail(`${at}: at most one of context, context_text`);
         if ('call_hex' in c && (typeof c.call_hex !== 'string' || !/^([0-9a-fA-F]{2})*$/.test(c.call_hex))) fail(`${at}: call_hex must be hex bytes`);
         if (typeof c.expect !== 'string') fail(`${at}: expect must be a string`);
         if ('expect_code' in c && c.expect_code !== null && typeof c.expect_code !== 'string') fail(`${at}: expect_code must be a string or null`);

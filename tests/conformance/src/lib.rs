@@ -40,6 +40,10 @@ pub struct Case {
     pub op: Op,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
+    /// Instead of `context`: the context text sent as is (duplicate keys,
+    /// deep nesting, not an object, not JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,7 +120,10 @@ impl Case {
     }
 
     pub fn context_text(&self) -> String {
-        self.context.as_ref().map_or_else(|| "{}".to_owned(), Value::to_string)
+        match &self.context_text {
+            Some(text) => text.clone(),
+            None => self.context.as_ref().map_or_else(|| "{}".to_owned(), Value::to_string),
+        }
     }
 }
 
@@ -314,6 +321,9 @@ pub fn check_file<R: Runner>(runner: &R, path: &Path) -> Vec<String> {
 }
 
 pub fn check_case<R: Runner>(runner: &R, rules: &R::Loaded, case: &Case) -> Result<(), String> {
+    if case.context.is_some() && case.context_text.is_some() {
+        return Err("at most one of context, context_text".into());
+    }
     let got = runner.run(rules, case)?;
     if got != case.expect {
         return Err(format!("\n  got      {got}\n  expected {}", case.expect));
