@@ -6,6 +6,10 @@ export type { HostFaultCode } from './faults.js';
 
 /** The WIT contract version this package speaks: "0.1.0". */
 export const CONTRACT_VERSION: '0.1.0';
+/** Default cap on the component's memory per Toolgate (1 GiB), checked after every call. */
+export const DEFAULT_MAX_MEMORY_BYTES: number;
+/** Default per-call deadline (5000 ms), checked when a call returns. */
+export const DEFAULT_DEADLINE_MS: number;
 
 export type Surface = 'confirming' | 'direct';
 /** Per-call context. Absent `scopes`: no scope check; absent allowlist: every tool. */
@@ -102,6 +106,10 @@ export interface RulesText {
   catalog: string;
   /** false: `evaluate` goes through jco's generated wrapper instead of the canonical-ABI fast path. */
   fastPath?: boolean;
+  /** Cap on the component's linear memory, bytes (default 1 GiB; Infinity: none). Checked after every call: over it, ENGINE_OUT_OF_MEMORY and a new instance. */
+  maxMemoryBytes?: number;
+  /** Per-call deadline, ms (default 5000; Infinity: none). Checked when the call returns: a later answer is dropped, ENGINE_LIMIT. */
+  deadlineMs?: number;
 }
 export interface LoadOptions extends RulesText {
   /** The compiled core module (`toolgate/core.wasm`), a promise of it, or its bytes. Default: the runtime's. */
@@ -122,9 +130,13 @@ export class Toolgate {
   readonly findings: readonly Finding[];
   /** How many times the instance was replaced after a trap. */
   readonly recoveries: number;
+  /** The memory cap in bytes (see RulesText.maxMemoryBytes); may be changed. */
+  maxMemoryBytes: number;
+  /** The per-call deadline in ms (see RulesText.deadlineMs); may be changed. */
+  deadlineMs: number;
   /** Decides one tools/call; never throws for a bad call or a failing engine (deny with a code). */
   evaluate(call: CallInput, context?: ContextInput): Decision;
-  /** The tools/list result for this context. Throws ProblemError (bad context), EngineTrapError, InputTooLargeError. */
+  /** The tools/list result for this context. Throws ProblemError (bad context), EngineFaultError (EngineTrapError, EngineLimitError, EngineOutOfMemoryError), InputTooLargeError. */
   listExposable(context?: ContextInput): ToolList;
   /** One turn of the state machine (SPEC §6). `state` null: a new conversation. */
   turn(state: Record<string, unknown> | string | null, input: Record<string, unknown> | string): TurnState;

@@ -4,11 +4,30 @@
 import { instantiate } from '../gen/toolgate_policy.js';
 import { HOST_FAULTS, MAX_INPUT_BYTES } from './faults.js';
 import {
-  ContractVersionError, EngineTrapError, InputTooLargeError, LoadError, ProblemError, ToolgateError,
+  ContractVersionError, EngineLimitError, EngineOutOfMemoryError, EngineTrapError, InputTooLargeError, LoadError,
+  ProblemError, ToolgateError,
 } from './errors.js';
 
 /** The WIT contract version this package speaks; checked on every load. */
 export const CONTRACT_VERSION = '0.1.0';
+
+/**
+ * Default cap on the component's linear memory, per Toolgate, in bytes. Plain
+ * WebAssembly cannot refuse the guest's `memory.grow` here (the memory is the
+ * core module's own, with no maximum), so the cap is checked after each call:
+ * over it, the call is denied `ENGINE_OUT_OF_MEMORY` and the instance replaced.
+ */
+export const DEFAULT_MAX_MEMORY_BYTES = 1024 * 1024 * 1024;
+/**
+ * Default per-call deadline in milliseconds (a 4 MiB call takes ~0.2 s). There
+ * is no fuel in JS and a synchronous wasm call cannot be interrupted on its own
+ * thread: the deadline is checked when the call returns, and a later answer is
+ * dropped (`ENGINE_LIMIT`). It bounds what is accepted, not how long a call runs.
+ */
+export const DEFAULT_DEADLINE_MS = 5000;
+
+const perf = globalThis.performance;
+const now = typeof perf?.now === 'function' ? () => perf.now() : Date.now;
 
 const CORE = 'toolgate_policy.core.wasm';
 // wit-component adds two tiny helper modules for the resource destructor (a
@@ -208,8 +227,26 @@ export class TurnState {
 
 const FAULT_DECISIONS = Object.freeze({
   ENGINE_TRAP: new Decision(HOST_FAULTS.ENGINE_TRAP),
+  ENGINE_LIMIT: new Decision(HOST_FAULTS.ENGINE_LIMIT),
+  ENGINE_OUT_OF_MEMORY: new Decision(HOST_FAULTS.ENGINE_OUT_OF_MEMORY),
   INPUT_TOO_LARGE: new Decision(HOST_FAULTS.INPUT_TOO_LARGE),
 });
+
+/** @typedef {'ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY'} EngineFaultCode */
+
+/** The typed error for a fault on a call that returns a value (list, turn, stripFields). */
+function engineFault(/** @type {EngineFaultCode} */ code, /** @type {unknown} */ cause) {
+  if (code === 'ENGINE_OUT_OF_MEMORY') return new EngineOutOfMemoryError('the policy engine went over its memory cap on this request; it was not served', cause);
+  if (code === 'ENGINE_LIMIT') return new EngineLimitError('the policy engine went over its deadline on this request; it was not served');
+  return new EngineTrapError('the policy engine failed on this request; it was not served', cause);
+}
+
+/** A positive limit (Infinity: none) from the options, or the default. */
+function limitOption(/** @type {unknown} */ value, /** @type {string} */ name, /** @type {number} */ fallback) {
+  if (value === undefined || value === null) return fallback;
+  if (typeof value !== 'number' || !(value > 0)) throw new TypeError(`${name} must be a positive number (Infinity: no limit)`);
+  return value;
+}
 
 /**
  * @typedef {{ policy?: string | null, catalog: string }} RulesText
@@ -239,6 +276,13 @@ export class Toolgate {
   findings;
   /** How many times the instance was replaced after a trap. */
   recoveries = 0;
+  /** The cap on the component's memory, bytes; checked after every call (may be changed). */
+  maxMemoryBytes = DEFAULT_MAX_MEMORY_BYTES;
+  /** The per-call deadline, ms; checked when a call returns (may be changed). */
+  deadlineMs = DEFAULT_DEADLINE_MS;
+  /** @type {WebAssembly.Memory | null} */
+  #memory = null;
+  #rep = -1;
 
   /**
    * Loads rules synchronously from an already compiled core module.
@@ -250,6 +294,9 @@ export class Toolgate {
     if (!(module instanceof WebAssembly.Module)) throw new TypeError('module must be a WebAssembly.Module (the compiled toolgate_policy.core.wasm)');
     if (!rules || typeof rules.catalog !== 'string') throw new TypeError('catalog must be a string (the catalog text)');
     if (rules.policy !== undefined && rules.policy !== null && typeof rules.policy !== 'string') throw new TypeError('policy must be a string, null or undefined');
+    const options = /** @type {{ maxMemoryBytes?: unknown, deadlineMs?: unknown }} */ (rules);
+    this.maxMemoryBytes = limitOption(options.maxMemoryBytes, 'maxMemoryBytes', DEFAULT_MAX_MEMORY_BYTES);
+    this.deadlineMs = limitOption(options.deadlineMs, 'deadlineMs', DEFAULT_DEADLINE_MS);
     this.#module = module;
     this.#policy = rules.policy ?? undefined;
     this.#catalog = rules.catalog;
@@ -291,7 +338,10 @@ export class Toolgate {
     this.#rules = null;
     this.#raw = null;
     this.#fast = null;
+    this.#memory = null;
     const { engine, raw, reps } = instantiateComponent(this.#module);
+    const memory = raw.memory instanceof WebAssembly.Memory ? raw.memory : null;
+    const over = () => memory !== null && memory.buffer.byteLength > this.maxMemoryBytes;
     let rules;
     try {
       reps.last = -1;
@@ -299,8 +349,12 @@ export class Toolgate {
     } catch (e) {
       const p = problemOf(e);
       if (p) throw new LoadError(p);
+      if (over()) throw new EngineOutOfMemoryError('loading the rules went over maxMemoryBytes', e);
       throw new EngineTrapError('the policy engine failed while loading the rules', e);
     }
+    if (over()) throw new EngineOutOfMemoryError('loading the rules went over maxMemoryBytes');
+    this.#memory = memory;
+    this.#rep = reps.last;
     this.#engine = engine;
     this.#rules = rules;
     this.#raw = raw;
@@ -324,10 +378,43 @@ export class Toolgate {
     if (!this.#rules && !this.#recover()) throw new EngineTrapError('the policy engine is not available');
     if (this.#injectTrap) {
       this.#injectTrap = false;
-      // A real trap of this instance: an allocation the guest cannot satisfy
-      // aborts it (`unreachable`).
-      /** @type {any} */ (this.#raw).cabi_realloc(0, 0, 8, 0xfffffff0);
+      // A real trap of this instance, and not an allocation failure: the
+      // guest is handed a call that lies past the end of its memory, and
+      // reading it is an out-of-bounds access.
+      const raw = /** @type {any} */ (this.#raw);
+      if (this.#rep >= 0 && typeof raw[EVALUATE] === 'function') raw[EVALUATE](this.#rep, 0xfffffff0, 16, 1, 0);
+      else raw.cabi_realloc(0, 0, 8, 0xfffffff0); // no rep: an allocation the guest cannot satisfy aborts it
     }
+  }
+
+  /** After the component threw (a trap): classify, replace the instance. */
+  #fault() {
+    /** @type {EngineFaultCode} */
+    const code = this.#memoryOver() ? 'ENGINE_OUT_OF_MEMORY' : 'ENGINE_TRAP';
+    this.#rules = null;
+    this.#recover();
+    return code;
+  }
+
+  /**
+   * After the component returned: over the memory cap (the instance is
+   * replaced: wasm memory never shrinks), or past the deadline?
+   * @param {number} start
+   * @returns {EngineFaultCode | null}
+   */
+  #afterCall(start) {
+    if (this.#memoryOver()) {
+      this.#rules = null;
+      this.#recover();
+      return 'ENGINE_OUT_OF_MEMORY';
+    }
+    if (now() - start > this.deadlineMs) return 'ENGINE_LIMIT';
+    return null;
+  }
+
+  #memoryOver() {
+    const memory = this.#memory;
+    return memory !== null && memory.buffer.byteLength > this.maxMemoryBytes;
   }
 
   /**
@@ -344,15 +431,15 @@ export class Toolgate {
     if (utf8Length(ctx) > MAX_INPUT_BYTES) return FAULT_DECISIONS.INPUT_TOO_LARGE;
     if (this.#closed) throw new ToolgateError('CLOSED', 'this Toolgate was closed');
     let json;
+    const start = now();
     try {
       this.#beforeCall();
       json = this.#fast ? this.#fast(bytes, ctx) : this.#rules.evaluate(bytes, ctx);
     } catch {
-      this.#rules = null;
-      this.#recover();
-      return FAULT_DECISIONS.ENGINE_TRAP;
+      return FAULT_DECISIONS[this.#fault()];
     }
-    return new Decision(json);
+    const fault = this.#afterCall(start);
+    return fault ? FAULT_DECISIONS[fault] : new Decision(json);
   }
 
   /**
@@ -404,17 +491,22 @@ export class Toolgate {
    * @returns {T}
    */
   #guarded(fn) {
+    const start = now();
+    let result;
     try {
       this.#beforeCall();
-      return fn();
+      result = fn();
     } catch (e) {
-      const p = problemOf(e);
-      if (p) throw new ProblemError(p);
       if (e instanceof ToolgateError) throw e;
-      this.#rules = null;
-      this.#recover();
-      throw new EngineTrapError('the policy engine failed on this request; it was not served', e);
+      const p = problemOf(e);
+      if (!p) throw engineFault(this.#fault(), e);
+      const fault = this.#afterCall(start);
+      if (fault) throw engineFault(fault, undefined);
+      throw new ProblemError(p);
     }
+    const fault = this.#afterCall(start);
+    if (fault) throw engineFault(fault, undefined);
+    return result;
   }
 
   /** Frees the component's rule set. The object must not be used after. */
@@ -425,6 +517,7 @@ export class Toolgate {
     this.#engine = null;
     this.#raw = null;
     this.#fast = null;
+    this.#memory = null;
     this.#module = /** @type {any} */ (null);
     if (r && typeof r[Symbol.dispose] === 'function') r[Symbol.dispose]();
   }

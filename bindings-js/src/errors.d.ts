@@ -34,10 +34,25 @@ export class ContractVersionError extends ToolgateError {
   readonly expected: string;
   readonly found: string;
 }
+/** The engine could not answer; nothing was decided (SPEC §7). */
+export class EngineFaultError extends ToolgateError {
+  constructor(code: 'ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY', message: string, cause?: unknown);
+  readonly code: 'ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY';
+}
 /** The component trapped; nothing was decided (code `ENGINE_TRAP`). */
-export class EngineTrapError extends ToolgateError {
+export class EngineTrapError extends EngineFaultError {
   constructor(message: string, cause?: unknown);
   readonly code: 'ENGINE_TRAP';
+}
+/** The call ran past the host's deadline; its answer was dropped (code `ENGINE_LIMIT`). */
+export class EngineLimitError extends EngineFaultError {
+  constructor(message: string);
+  readonly code: 'ENGINE_LIMIT';
+}
+/** The component's memory went over the host's cap (code `ENGINE_OUT_OF_MEMORY`). */
+export class EngineOutOfMemoryError extends EngineFaultError {
+  constructor(message: string, cause?: unknown);
+  readonly code: 'ENGINE_OUT_OF_MEMORY';
 }
 /** An input over the host's limit; it never reached the component. */
 export class InputTooLargeError extends ToolgateError {

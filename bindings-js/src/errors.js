@@ -55,12 +55,42 @@ export class ContractVersionError extends ToolgateError {
   }
 }
 
+/**
+ * The engine could not answer (SPEC §7); nothing was decided. `code` is the
+ * host fault: `ENGINE_TRAP`, `ENGINE_LIMIT` or `ENGINE_OUT_OF_MEMORY`.
+ */
+export class EngineFaultError extends ToolgateError {
+  /** @param {'ENGINE_TRAP'|'ENGINE_LIMIT'|'ENGINE_OUT_OF_MEMORY'} code @param {string} message @param {unknown} [cause] */
+  constructor(code, message, cause) {
+    super(code, message, cause === undefined ? undefined : { cause });
+    this.name = 'EngineFaultError';
+  }
+}
+
 /** The component trapped (or the host could not run it); nothing was decided. */
-export class EngineTrapError extends ToolgateError {
+export class EngineTrapError extends EngineFaultError {
   /** @param {string} message @param {unknown} [cause] */
   constructor(message, cause) {
-    super('ENGINE_TRAP', message, cause === undefined ? undefined : { cause });
+    super('ENGINE_TRAP', message, cause);
     this.name = 'EngineTrapError';
+  }
+}
+
+/** The call took longer than the host's deadline (`deadlineMs`); its answer was dropped. */
+export class EngineLimitError extends EngineFaultError {
+  /** @param {string} message */
+  constructor(message) {
+    super('ENGINE_LIMIT', message);
+    this.name = 'EngineLimitError';
+  }
+}
+
+/** The component's memory went over the host's cap (`maxMemoryBytes`); the instance was replaced. */
+export class EngineOutOfMemoryError extends EngineFaultError {
+  /** @param {string} message @param {unknown} [cause] */
+  constructor(message, cause) {
+    super('ENGINE_OUT_OF_MEMORY', message, cause);
+    this.name = 'EngineOutOfMemoryError';
   }
 }
 

@@ -2,7 +2,7 @@
 // tools/list shows only the exposable tools, with derived annotations;
 // tools/call is decided before the tool's handler runs.
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { EngineTrapError } from './errors.js';
+import { EngineFaultError } from './errors.js';
 import { faultDecision } from './core.js';
 
 const LIST = 'tools/list';
@@ -124,7 +124,7 @@ export function guardServer(target, options) {
     try {
       fields = gate.stripFields(name);
     } catch (e) {
-      if (e instanceof EngineTrapError) return blockedResult(faultDecision('ENGINE_TRAP'), await structured(name, extra));
+      if (e instanceof EngineFaultError) return blockedResult(faultDecision(e.code), await structured(name, extra));
       throw e;
     }
     let args = params.arguments;

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  CONTRACT_VERSION, Decision, EngineTrapError, HOST_FAULTS, InputTooLargeError, LoadError, MAX_INPUT_BYTES,
+  CONTRACT_VERSION, DEFAULT_DEADLINE_MS, DEFAULT_MAX_MEMORY_BYTES, Decision, EngineFaultError, EngineLimitError,
+  EngineOutOfMemoryError, EngineTrapError, HOST_FAULTS, InputTooLargeError, LoadError, MAX_INPUT_BYTES,
   ProblemError, Toolgate, ToolgateError, compileCoreModule,
 } from '../src/index.js';
 import { vectorsDir } from './lib/vectors.mjs';
@@ -119,29 +120,101 @@ test('inputs over 4 MiB get INPUT_TOO_LARGE without reaching the component', () 
   assert.equal(seed.evaluate(readCall).ok, true);
 });
 
+// Host faults (SPEC §7), each injected into the real component: the deny has
+// the exact bytes of host-faults.json, list/turn throw the typed error with
+// the code, and the next ordinary call on the same object gets the known-good
+// answer.
+const plansCall = { name: 'consultar_plano', arguments: { customer_id: '1' } };
+const plansTurn = { context: { surface: 'confirming' }, calls: [{ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } }] };
+/** About 3.9 MB: parsing it grows the guest's memory from ~2 MB to ~56 MB and takes ~0.2 s. */
+const hugeCall = `{"name":"consultar_plano","arguments":{"customer_id":"1","q":"${'x'.repeat(1_000_000)}","r":[${'1,'.repeat(900_000)}1]}}`;
+/** About 3.6 MB of context: 900 000 scopes. */
+const hugeContext = `{"scopes":[${'"s",'.repeat(900_000)}"s"]}`;
+/** About 3.6 MB of turn input: one call carrying 1.8 million numbers. */
+const hugeTurn = `{"context":{},"calls":[{"name":"consultar_plano","arguments":{"r":[${'1,'.repeat(1_800_000)}1]}}]}`;
+
+/** @param {Toolgate} gate */
+function knownGood(gate) {
+  const decision = gate.evaluate(plansCall);
+  assert.equal(decision.ok, true);
+  return { decision: decision.json, list: gate.listExposable().json, turn: gate.turn(null, plansTurn).json };
+}
+/** @param {Toolgate} gate @param {ReturnType<typeof knownGood>} good */
+function assertServed(gate, good) {
+  assert.equal(gate.evaluate(plansCall).json, good.decision, 'the next call is served');
+  assert.equal(gate.listExposable().json, good.list);
+  assert.equal(gate.turn(null, plansTurn).json, good.turn);
+}
+/** @param {Function} type @param {string} code */
+const faultError = (type, code) => (/** @type {any} */ e) => e instanceof type && e instanceof EngineFaultError && e instanceof ToolgateError && e.code === code;
+
+test('the host limits have their defaults and are options', async () => {
+  assert.equal(DEFAULT_MAX_MEMORY_BYTES, 1 << 30);
+  assert.equal(DEFAULT_DEADLINE_MS, 5000);
+  assert.equal(plans.maxMemoryBytes, DEFAULT_MAX_MEMORY_BYTES);
+  assert.equal(plans.deadlineMs, DEFAULT_DEADLINE_MS);
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog, maxMemoryBytes: 64 << 20, deadlineMs: Infinity });
+  assert.equal(gate.maxMemoryBytes, 64 << 20);
+  assert.equal(gate.deadlineMs, Infinity);
+  await assert.rejects(Toolgate.load({ catalog: plansCatalog, deadlineMs: 0 }), TypeError);
+  await assert.rejects(Toolgate.load({ catalog: plansCatalog, maxMemoryBytes: /** @type {any} */ ('1G') }), TypeError);
+  // Rules that do not fit under the cap do not load.
+  await assert.rejects(Toolgate.load({ catalog: seedCatalog, maxMemoryBytes: 1 << 20 }), faultError(EngineOutOfMemoryError, 'ENGINE_OUT_OF_MEMORY'));
+});
+
 test('a real trap in the component denies with ENGINE_TRAP, and the next call is served', async () => {
   const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
-  const call = { name: 'consultar_plano', arguments: { customer_id: '1' } };
-  const before = gate.evaluate(call);
-  assert.equal(before.ok, true);
+  const good = knownGood(gate);
   const raw = gate[Symbol.for('toolgate.test.rawExports')];
   gate[kInjectTrap]();
-  const trapped = gate.evaluate(call);
+  const trapped = gate.evaluate(plansCall);
   assert.equal(trapped.json, HOST_FAULTS.ENGINE_TRAP);
   assert.equal(trapped.ok, false);
   assert.equal(gate.recoveries, 1);
-  // The trap was real: the old instance's allocator entry point still traps.
-  assert.throws(() => raw.cabi_realloc(0, 0, 8, 0xfffffff0), WebAssembly.RuntimeError);
   assert.notEqual(gate[Symbol.for('toolgate.test.rawExports')], raw, 'a new instance');
-  const after = gate.evaluate(call);
-  assert.equal(after.json, before.json, 'the next call is served by reloaded rules');
-  // A trap on list/turn throws EngineTrapError, then the gate works again.
+  assertServed(gate, good);
+  // On list/turn: EngineTrapError carrying the wasm trap (an out-of-bounds
+  // read, not an allocation failure), then the gate works again.
   gate[kInjectTrap]();
-  assert.throws(() => gate.listExposable(), (e) => e instanceof EngineTrapError && e.code === 'ENGINE_TRAP');
-  assert.equal(gate.listExposable().names.length, 4);
-  assert.equal(gate.recoveries, 2);
+  assert.throws(() => gate.listExposable(), (e) => faultError(EngineTrapError, 'ENGINE_TRAP')(e)
+    && e.cause instanceof WebAssembly.RuntimeError && /out of bounds/.test(e.cause.message));
+  assertServed(gate, good);
+  gate[kInjectTrap]();
+  assert.throws(() => gate.turn(null, plansTurn), faultError(EngineTrapError, 'ENGINE_TRAP'));
+  assertServed(gate, good);
+  assert.equal(gate.recoveries, 3);
   gate.close();
-  assert.throws(() => gate.evaluate(call), (e) => e instanceof ToolgateError && e.code === 'CLOSED');
+  assert.throws(() => gate.evaluate(plansCall), (e) => e instanceof ToolgateError && e.code === 'CLOSED');
+});
+
+test('memory over the cap denies with ENGINE_OUT_OF_MEMORY, and the next call is served on a new instance', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog, maxMemoryBytes: 24 << 20 });
+  const good = knownGood(gate);
+  const raw = gate[Symbol.for('toolgate.test.rawExports')];
+  const oom = gate.evaluate(hugeCall);
+  assert.equal(oom.json, HOST_FAULTS.ENGINE_OUT_OF_MEMORY);
+  assert.ok(raw.memory.buffer.byteLength > 24 << 20, 'the old instance really grew past the cap');
+  assert.notEqual(gate[Symbol.for('toolgate.test.rawExports')], raw, 'a new instance');
+  assertServed(gate, good);
+  assert.throws(() => gate.listExposable(hugeContext), faultError(EngineOutOfMemoryError, 'ENGINE_OUT_OF_MEMORY'));
+  assertServed(gate, good);
+  assert.throws(() => gate.turn(null, hugeTurn), faultError(EngineOutOfMemoryError, 'ENGINE_OUT_OF_MEMORY'));
+  assertServed(gate, good);
+  assert.equal(gate.recoveries, 3);
+  // Under the default cap the same call gets the engine's own answer.
+  assert.equal(plans.evaluate(hugeCall).code, 'BAD_REQUEST');
+});
+
+test('a call past the deadline denies with ENGINE_LIMIT, and the next call is served', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const good = knownGood(gate);
+  gate.deadlineMs = 1; // the huge call takes ~0.2 s
+  assert.equal(gate.evaluate(hugeCall).json, HOST_FAULTS.ENGINE_LIMIT);
+  assert.throws(() => gate.listExposable(hugeContext), faultError(EngineLimitError, 'ENGINE_LIMIT'));
+  assert.throws(() => gate.turn(null, hugeTurn), faultError(EngineLimitError, 'ENGINE_LIMIT'));
+  gate.deadlineMs = DEFAULT_DEADLINE_MS;
+  assertServed(gate, good);
+  assert.equal(gate.recoveries, 0, 'the instance finished its call: it is kept');
 });
 
 test('loads from an already compiled WebAssembly.Module, sync and async, and checks the contract version', async () => {

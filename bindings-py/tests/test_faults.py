@@ -30,36 +30,106 @@ def test_call_over_the_limit_is_denied_without_reaching_the_component(retail_rul
     assert retail_rules.evaluate("consultar_pedido", {"order_id": "x" * MAX_INPUT_BYTES}).code == "INPUT_TOO_LARGE"
 
 
-def test_fuel_exhaustion_denies_and_the_next_call_is_served() -> None:
-    rules = RuleSet.from_files(FIXTURES / "retail-tools.yaml", FIXTURES / "retail-policy.yaml")
-    normal = rules.evaluate_json(LOOKUP, "{}")
-    assert normal.startswith('{"ok":true')
+# Each fault below is injected into the real component: the deny has the
+# exact bytes of host-faults.json, list/turn raise EngineFault with the code,
+# and the next ordinary call on the same object gets the known-good answer.
+
+SMALL_TURN = '{"context":{},"calls":[{"name":"consultar_pedido","arguments":{"order_id":"1"}}]}'
+#: About 3.9 MB: parsing it needs far more than 24 MiB (a 1 MB string, 900 000 numbers).
+HUGE_CALL = (
+    b'{"name":"consultar_pedido","arguments":{"order_id":"1","q":"'
+    + b"x" * 1_000_000
+    + b'","r":['
+    + b"1," * 900_000
+    + b"1]}}"
+)
+#: About 3.6 MB of context: 900 000 scopes.
+HUGE_CONTEXT = '{"scopes":[' + '"s",' * 900_000 + '"s"]}'
+#: About 3.6 MB of turn input: one call carrying 1.8 million numbers.
+HUGE_TURN = '{"context":{},"calls":[{"name":"consultar_pedido","arguments":{"r":[' + "1," * 1_800_000 + "1]}}]}"
+
+
+def _retail(**options: object) -> RuleSet:
+    return RuleSet.from_files(FIXTURES / "retail-tools.yaml", FIXTURES / "retail-policy.yaml", **options)
+
+
+def _known_good(rules: RuleSet) -> tuple[str, str, str]:
+    decision = rules.evaluate_json(LOOKUP, "{}")
+    assert decision.startswith('{"ok":true')
+    return decision, rules.list_exposable_json("{}"), rules.turn_json("", SMALL_TURN)
+
+
+def _assert_served(rules: RuleSet, good: tuple[str, str, str]) -> None:
+    assert (rules.evaluate_json(LOOKUP, "{}"), rules.list_exposable_json("{}"), rules.turn_json("", SMALL_TURN)) == good
+
+
+def test_limits_have_defaults() -> None:
+    rules = _retail()
+    assert rules.call_fuel == toolgate._runtime.DEFAULT_CALL_FUEL == 5_000_000_000
+    assert rules.memory_limit == toolgate._runtime.DEFAULT_MEMORY_LIMIT == 1 << 30
+    assert MAX_INPUT_BYTES == 4 << 20
+
+
+def test_fuel_exhaustion_denies_with_engine_limit_and_the_next_call_is_served() -> None:
+    rules = _retail()
+    good = _known_good(rules)
     rules.call_fuel = 1_000
     assert rules.evaluate_json(LOOKUP, "{}") == FAULTS["ENGINE_LIMIT"]
-    rules.call_fuel = toolgate._runtime.DEFAULT_CALL_FUEL
-    assert rules.evaluate_json(LOOKUP, "{}") == normal
-
-
-def test_trap_denies_and_the_instance_is_rebuilt() -> None:
-    # A real trap: the guest cannot grow its memory past the store's limit,
-    # so its allocator aborts (`unreachable`).
-    rules = RuleSet.from_files(FIXTURES / "retail-tools.yaml", FIXTURES / "retail-policy.yaml", memory_limit=4 << 20)
-    normal = rules.evaluate_json(LOOKUP, "{}")
-    big = b'{"name":"consultar_pedido","arguments":{"order_id":"' + b"y" * (3 << 20) + b'"}}'
-    assert rules.evaluate_json(big, "{}") == FAULTS["ENGINE_TRAP"]
-    assert rules.evaluate_json(LOOKUP, "{}") == normal
-    assert rules.evaluate_json(big, "{}") == FAULTS["ENGINE_TRAP"]
-    assert rules.evaluate("consultar_pedido", {"order_id": "1"}).ok
-
-
-def test_trap_in_a_non_decision_call_raises_with_the_code() -> None:
-    rules = RuleSet.from_files(FIXTURES / "retail-tools.yaml", FIXTURES / "retail-policy.yaml")
-    rules.call_fuel = 1_000
     with pytest.raises(EngineFault) as info:
         rules.list_exposable()
     assert info.value.code == "ENGINE_LIMIT"
+    with pytest.raises(EngineFault) as info:
+        rules.turn_json("", SMALL_TURN)
+    assert info.value.code == "ENGINE_LIMIT"
     rules.call_fuel = toolgate._runtime.DEFAULT_CALL_FUEL
-    assert [t["name"] for t in rules.list_exposable()] == ["consultar_pedido", "solicitar_devolucao"]
+    _assert_served(rules, good)
+
+
+def test_memory_cap_denies_with_engine_out_of_memory_and_the_next_call_is_served() -> None:
+    # The store's limit refuses `memory.grow`, the guest's allocator aborts
+    # (`unreachable`), and the host knows that abort for an allocation failure.
+    rules = _retail(memory_limit=24 << 20)
+    good = _known_good(rules)
+    assert rules.evaluate_json(HUGE_CALL, "{}") == FAULTS["ENGINE_OUT_OF_MEMORY"]
+    _assert_served(rules, good)
+    with pytest.raises(EngineFault) as info:
+        rules.list_exposable_json(HUGE_CONTEXT)
+    assert info.value.code == "ENGINE_OUT_OF_MEMORY"
+    _assert_served(rules, good)
+    with pytest.raises(EngineFault) as info:
+        rules.turn_json("", HUGE_TURN)
+    assert info.value.code == "ENGINE_OUT_OF_MEMORY"
+    _assert_served(rules, good)
+    # Under the default cap the same call gets the engine's own answer.
+    assert not _retail().evaluate_json(HUGE_CALL, "{}").startswith('{"ok":false,"error":{"code":"ENGINE_')
+
+
+def test_no_room_for_the_call_itself_is_out_of_memory_too() -> None:
+    # A 3 MB call does not fit under 4 MiB: the guest's `cabi_realloc` fails.
+    rules = _retail(memory_limit=4 << 20)
+    normal = rules.evaluate_json(LOOKUP, "{}")
+    big = b'{"name":"consultar_pedido","arguments":{"order_id":"' + b"y" * (3 << 20) + b'"}}'
+    assert rules.evaluate_json(big, "{}") == FAULTS["ENGINE_OUT_OF_MEMORY"]
+    assert rules.evaluate_json(LOOKUP, "{}") == normal
+    assert rules.evaluate("consultar_pedido", {"order_id": "1"}).ok
+
+
+def test_trap_denies_with_engine_trap_and_the_next_call_is_served() -> None:
+    rules = _retail()
+    good = _known_good(rules)
+    rules._inject_trap()
+    assert rules.evaluate_json(LOOKUP, "{}") == FAULTS["ENGINE_TRAP"]
+    _assert_served(rules, good)
+    rules._inject_trap()
+    with pytest.raises(EngineFault) as info:
+        rules.list_exposable()
+    assert info.value.code == "ENGINE_TRAP"
+    _assert_served(rules, good)
+    rules._inject_trap()
+    with pytest.raises(EngineFault) as info:
+        rules.turn_json("", SMALL_TURN)
+    assert info.value.code == "ENGINE_TRAP"
+    _assert_served(rules, good)
 
 
 def test_load_out_of_fuel_fails_closed() -> None:

@@ -113,7 +113,7 @@ class RuleSet:
         policy: str | None = None,
         call_fuel: int = _runtime.DEFAULT_CALL_FUEL,
         load_fuel: int = _runtime.DEFAULT_LOAD_FUEL,
-        memory_limit: int | None = None,
+        memory_limit: int | None = _runtime.DEFAULT_MEMORY_LIMIT,
     ) -> None:
         self._catalog = catalog
         self._policy = policy
@@ -178,6 +178,16 @@ class RuleSet:
             raise LoadError(_problem(result))
         self._inst = inst
         self._handle = result
+
+    def _inject_trap(self) -> None:
+        """Test hook, not API: the next call traps in the component's canonical
+        ABI. The rule-set resource is dropped (its destructor runs in the
+        guest), so the next call hands the instance a handle it no longer has:
+        the component model's trap for an invalid handle. That call gets
+        ``ENGINE_TRAP``; the one after re-instantiates, like after any trap."""
+        with self._lock:
+            if self._inst is not None and not self._inst.poisoned:
+                self._handle.drop(self._inst.store)
 
     def _call(self, name: str, *args: Any) -> Any:
         """Calls a method; re-instantiates after a trap. Raises `_runtime.Trap`."""

@@ -29,6 +29,10 @@ INTERFACE = f"toolgate:policy/engine@{CONTRACT_VERSION}"
 DEFAULT_CALL_FUEL = 5_000_000_000
 #: Fuel for `load` (the 34-tool seed catalog uses about 0.6 billion).
 DEFAULT_LOAD_FUEL = 100_000_000_000
+#: Cap on the component's linear memory per rule set (the store's limit): a
+#: `memory.grow` past it fails, the guest's allocator aborts, and the call is
+#: denied ``ENGINE_OUT_OF_MEMORY``. A 4 MiB call peaks at about 60 MiB.
+DEFAULT_MEMORY_LIMIT = 1 << 30
 
 _VAL = ffi.wasmtime_component_val_t
 _VAL_SIZE = ctypes.sizeof(_VAL)
@@ -40,10 +44,12 @@ _KIND_LIST = ffi.WASMTIME_COMPONENT_LIST
 class Trap(Exception):
     """The component trapped or ran out of fuel; the instance is unusable."""
 
-    def __init__(self, code: str, detail: str) -> None:
+    def __init__(self, code: str, detail: str, frames: tuple[int, ...] = ()) -> None:
         super().__init__(f"{code}: {detail}")
         self.code = code
         self.detail = detail
+        #: The wasm function index of each frame of the trap, innermost first.
+        self.frames = frames
 
 
 def component_path() -> Path:
@@ -79,6 +85,59 @@ class Runtime:
         self.wasm_sha256 = hashlib.sha256(wasm).hexdigest()
         self.component = self._compile(wasm)
         self.linker = wc.Linker(self.engine)
+        self._oom_sites: frozenset[tuple[int, int]] | None = None
+        self._oom_lock = threading.Lock()
+        self._calibrating = 0  # the thread measuring the signatures
+
+    def out_of_memory(self, frames: tuple[int, ...]) -> bool:
+        """Whether a trap is the guest's allocator giving up: a ``memory.grow``
+        refused by the store's memory limit (or past wasm32's 4 GiB).
+
+        wasmtime-py has no resource-limiter callback to record a refused
+        growth, so the host recognises where the guest aborts instead: the
+        innermost two frames of an allocation failure are always the same
+        (the abort and the out-of-memory handler that calls it), one pair for
+        the canonical ABI's ``cabi_realloc`` and one for Rust's
+        ``handle_alloc_error``. They are measured once, on throwaway
+        instances, the first time a trap needs telling apart. A panic aborts
+        from elsewhere and stays ``ENGINE_TRAP``."""
+        if len(frames) < 2 or self._calibrating == threading.get_ident():
+            return False
+        return (frames[0], frames[1]) in self._oom_signatures()
+
+    def _oom_signatures(self) -> frozenset[tuple[int, int]]:
+        with self._oom_lock:
+            if self._oom_sites is None:
+                self._calibrating = threading.get_ident()
+                try:
+                    self._oom_sites = self._measure_oom_sites()
+                finally:
+                    self._calibrating = 0
+            return self._oom_sites
+
+    def _measure_oom_sites(self) -> frozenset[tuple[int, int]]:
+        sites: set[tuple[int, int]] = set()
+
+        def record(inst: Instance, name: str, *args: Any) -> Any:
+            try:
+                return inst.call(name, *args)
+            except Trap as trap:
+                if "unreachable" in trap.detail and len(trap.frames) >= 2:
+                    sites.add((trap.frames[0], trap.frames[1]))
+                return None
+
+        # No room for an argument: the guest's `cabi_realloc` fails.
+        inst = Instance(self)
+        inst.store.set_limits(memory_size=0)
+        record(inst, "[static]rule-set.load", None, "x" * (1 << 20))
+        # Room for the call but not for parsing it: Rust's allocator fails.
+        inst = Instance(self)
+        handle = record(inst, "[static]rule-set.load", None, '{"tools":[{"name":"a"}]}')
+        if isinstance(handle, wc.ResourceAny):
+            inst.store.set_limits(memory_size=16 << 20)
+            call = b'{"name":"a","arguments":{"r":[' + b"1," * 1_500_000 + b"1]}}"
+            record(inst, "[method]rule-set.evaluate", handle, call, "{}")
+        return frozenset(sites)
 
     def _compile(self, wasm: bytes) -> wc.Component:
         # Compiling takes seconds; the native code is cached per component
@@ -132,6 +191,16 @@ def _lower_bytes(data: bytes, out: Any) -> None:
         ffi.wasmtime_component_vallist_new(ctypes.byref(raw), n, array)
     out.kind = _KIND_LIST
     out.of.list = raw
+
+
+def _frames(error: wasmtime.WasmtimeError) -> tuple[int, ...]:
+    """The wasm function index of each frame of a trap, innermost first."""
+    vec = ffi.wasm_frame_vec_t()
+    ffi.wasmtime_error_wasm_trace(error.ptr(), ctypes.byref(vec))
+    try:
+        return tuple(ffi.wasm_frame_func_index(vec.data[i]) for i in range(vec.size))
+    finally:
+        ffi.wasm_frame_vec_delete(ctypes.byref(vec))
 
 
 def _trap_reason(text: str) -> str:
@@ -229,7 +298,14 @@ class Instance:
                     exhausted = store.get_fuel() == 0
                 except wasmtime.WasmtimeError:
                     exhausted = False
-                raise Trap("ENGINE_LIMIT" if exhausted else "ENGINE_TRAP", _trap_reason(str(error)))
+                frames = _frames(error)
+                if exhausted:
+                    code = "ENGINE_LIMIT"
+                elif self.rt.out_of_memory(frames):
+                    code = "ENGINE_OUT_OF_MEMORY"
+                else:
+                    code = "ENGINE_TRAP"
+                raise Trap(code, _trap_reason(str(error)), frames)
             if fn.result is None:
                 return None
             return fn.result.convert_from_c(result)
