@@ -79,17 +79,113 @@ fn load_errors_carry_code_and_position() {
     );
 }
 
+const SMALL_CALL: &[u8] = br#"{"name":"lookup","arguments":{"q":"x"}}"#;
+const SMALL_TURN: &str = r#"{"context":{},"calls":[{"name":"send","arguments":{}}]}"#;
+
+/// A call of about 3.9 MB: copying it into the guest grows its memory, and
+/// parsing it (a 1 MB string, an array of 900 000 numbers) needs far more
+/// than 24 MiB and far more than 10 million fuel.
+fn huge_call() -> String {
+    format!(
+        r#"{{"name":"lookup","arguments":{{"q":"{}","r":[{}]}}}}"#,
+        "x".repeat(1_000_000),
+        "1,".repeat(900_000) + "1"
+    )
+}
+
+/// A context of about 3.6 MB: 900 000 scopes, each its own allocation.
+fn huge_context() -> String {
+    format!(r#"{{"scopes":[{}"s"]}}"#, r#""s","#.repeat(900_000))
+}
+
+/// A turn input of about 3.6 MB (one call carrying 1.8 million numbers).
+fn huge_turn() -> String {
+    format!(
+        r#"{{"context":{{}},"calls":[{{"name":"lookup","arguments":{{"r":[{}1]}}}}]}}"#,
+        "1,".repeat(1_800_000)
+    )
+}
+
+/// What a rule set answers when nothing fails: every fault test compares
+/// the call after the fault with these bytes.
+struct KnownGood {
+    decision: String,
+    list: String,
+    turn: String,
+}
+
+fn known_good(rules: &toolgate::RuleSet) -> KnownGood {
+    let decision = rules.evaluate(SMALL_CALL, &Context::default());
+    assert!(decision.ok, "{}", decision.json);
+    KnownGood {
+        decision: decision.json,
+        list: rules.list_exposable(&Context::default()).unwrap(),
+        turn: rules.turn("", SMALL_TURN).unwrap(),
+    }
+}
+
+fn assert_served(rules: &toolgate::RuleSet, good: &KnownGood) {
+    assert_eq!(rules.evaluate(SMALL_CALL, &Context::default()).json, good.decision);
+    assert_eq!(rules.list_exposable(&Context::default()).unwrap(), good.list);
+    assert_eq!(rules.turn("", SMALL_TURN).unwrap(), good.turn);
+}
+
+fn assert_fault<T: std::fmt::Debug>(result: Result<T, Error>, code: &str) {
+    match result {
+        Err(Error::Fault { code: got }) => assert_eq!(got, code),
+        other => panic!("expected Error::Fault {{ code: {code} }}, got {other:?}"),
+    }
+}
+
+#[test]
+fn injected_trap_denies_with_engine_trap_and_the_next_call_is_served() {
+    let engine = Engine::cached().unwrap();
+    let rules = engine.load(None, CATALOG).unwrap();
+    let good = known_good(&rules);
+    // A trap raised inside the component (at its next `memory.grow`, which
+    // copying a 3.9 MB call into the guest needs), not a limit.
+    rules.inject_trap();
+    let trapped = rules.evaluate(huge_call().as_bytes(), &Context::default());
+    assert_eq!(trapped.json, faults::ENGINE_TRAP);
+    assert_eq!(trapped.code.as_deref(), Some("ENGINE_TRAP"));
+    assert_served(&rules, &good);
+    rules.inject_trap();
+    assert_fault(rules.list_exposable_raw(&huge_context()), "ENGINE_TRAP");
+    assert_served(&rules, &good);
+    rules.inject_trap();
+    assert_fault(rules.turn("", &huge_turn()), "ENGINE_TRAP");
+    assert_served(&rules, &good);
+}
+
 #[test]
 fn exhausted_fuel_denies_with_its_own_code_and_the_next_call_is_served() {
     let engine = Engine::cached().unwrap();
     let rules = engine.load(None, CATALOG).unwrap();
-    let call = br#"{"name":"lookup","arguments":{"q":"x"}}"#;
-    let starved = rules.evaluate_with_fuel(call, "{}", 1_000);
+    let good = known_good(&rules);
+    let starved = rules.evaluate_with_fuel(SMALL_CALL, "{}", 1_000);
     assert!(!starved.ok);
     assert_eq!(starved.code.as_deref(), Some("ENGINE_LIMIT"));
     assert_eq!(starved.json, faults::ENGINE_LIMIT);
-    let next = rules.evaluate(call, &Context::default());
-    assert!(next.ok, "{}", next.json);
+    assert_served(&rules, &good);
+}
+
+#[test]
+fn exhausted_fuel_on_list_and_turn_fails_with_engine_limit() {
+    // Enough fuel for loading and for small calls, not for 3.6 MB inputs.
+    let limits = Limits {
+        call_fuel: 10_000_000,
+        ..Limits::default()
+    };
+    let engine = Engine::cached_with(limits).unwrap();
+    let rules = engine.load(None, CATALOG).unwrap();
+    let good = known_good(&rules);
+    let decision = rules.evaluate(huge_call().as_bytes(), &Context::default());
+    assert_eq!(decision.json, faults::ENGINE_LIMIT);
+    assert_served(&rules, &good);
+    assert_fault(rules.list_exposable_raw(&huge_context()), "ENGINE_LIMIT");
+    assert_served(&rules, &good);
+    assert_fault(rules.turn("", &huge_turn()), "ENGINE_LIMIT");
+    assert_served(&rules, &good);
 }
 
 #[test]
@@ -100,23 +196,18 @@ fn memory_cap_denies_with_its_own_code_and_the_next_call_is_served() {
     };
     let engine = Engine::cached_with(limits).unwrap();
     let rules = engine.load(None, CATALOG).unwrap();
-    // 3.9 MB of string: parsing it needs more than the 24 MiB cap allows
-    // once copied into the guest, the parsed value and the schema check.
-    let huge = format!(
-        r#"{{"name":"lookup","arguments":{{"q":"{}","r":[{}]}}}}"#,
-        "x".repeat(1_000_000),
-        "1,".repeat(900_000) + "1"
-    );
-    let decision = rules.evaluate(huge.as_bytes(), &Context::default());
+    let good = known_good(&rules);
+    // The guest's allocator aborts (`unreachable`) when the growth is
+    // refused; the host knows its cap refused it: ENGINE_OUT_OF_MEMORY.
+    let decision = rules.evaluate(huge_call().as_bytes(), &Context::default());
     assert!(!decision.ok);
-    assert_eq!(
-        decision.code.as_deref(),
-        Some("ENGINE_OUT_OF_MEMORY"),
-        "{}",
-        decision.json
-    );
-    let next = rules.evaluate(br#"{"name":"lookup","arguments":{"q":"x"}}"#, &Context::default());
-    assert!(next.ok, "{}", next.json);
+    assert_eq!(decision.json, faults::ENGINE_OUT_OF_MEMORY);
+    assert_eq!(decision.code.as_deref(), Some("ENGINE_OUT_OF_MEMORY"));
+    assert_served(&rules, &good);
+    assert_fault(rules.list_exposable_raw(&huge_context()), "ENGINE_OUT_OF_MEMORY");
+    assert_served(&rules, &good);
+    assert_fault(rules.turn("", &huge_turn()), "ENGINE_OUT_OF_MEMORY");
+    assert_served(&rules, &good);
 }
 
 #[test]
