@@ -243,7 +243,9 @@ test('the evaluate fast path (canonical ABI) and jco\'s wrapper give the same by
     new Uint8Array([0x7b, 0xff, 0xfe]), '{"name":"get_capabilities","arguments":{"x":"é€😀"}}',
     `{"name":"wa_list_chats","arguments":{"q":"${'a'.repeat(100_000)}"}}`,
   ];
-  const contexts = [undefined, '', '{"surface":"direct"}', { scopes: ['mcp:read'], allowedTools: ['get_capabilities'] }, '{', { surface: 'é' }];
+  // Alternating contexts: the fast path keeps the last context's UTF-8 (up to 4 KiB of text).
+  const contexts = [undefined, '', '{"surface":"direct"}', { scopes: ['mcp:read'], allowedTools: ['get_capabilities'] }, '{', { surface: 'é' },
+    { scopes: ['mcp:read', 's'.repeat(5000)] }, { scopes: ['mcp:read', 's'.repeat(5000)] }, '{"surface":"direct"}'];
   for (const call of calls) {
     for (const context of contexts) {
       assert.equal(fast.evaluate(call, context).json, viaJco.evaluate(call, context).json, `${String(call).slice(0, 40)} ${JSON.stringify(context)}`);

@@ -1,0 +1,409 @@
+#!/usr/bin/env node
+// toolgate's Node benchmark against Cedar: the `toolgate` npm package (packed
+// from bindings-js and installed as users get it) vs @cedar-policy/cedar-wasm
+// (pinned in package-lock.json), in one process, one run, on the shared
+// workload that `target/release/bench gen DIR` writes. Plus the floor: the
+// same WIT component with no engine, run through the same package code.
+//
+//   bash bench/node/setup.sh                      # npm ci, pack+install toolgate, the floor
+//   node bench/node/bench.mjs --data target/bench-data [--quick|--smoke] [--json OUT]
+//
+// - toolgate: `Toolgate.fromModule({ module, policy, catalog })` once per scale
+//   (catalog.json, and catalog-structural.json: argument-value validation off,
+//   like for like with what Cedar checks); per call `gate.evaluate(bytes, ctx).ok`
+//   with the call as the UTF-8 bytes of its JSON (`Uint8Array`, handed to the
+//   engine as is: the package's fastest documented form) and the context as JSON
+//   text (built once, as a host does per session).
+// - Cedar, as an expert would run it: the policy set and the schema preparsed
+//   once (`preparsePolicySet`, `preparseSchema`; the policies validated against
+//   the schema once, at start); per call `statefulIsAuthorized` with the request
+//   and only the entities the call needs (the Agent, and the Tool when it exists,
+//   looked up by name in a Map built once from that scale's entities.json), with
+//   `preparsedSchemaName` and `validateRequest: true`: request validation is what
+//   rejects `confirmed: "true"` (the schema types it Bool); without it that call
+//   is allowed. The API ties entity parsing to the same schema. There is no way
+//   to preload entities in this API, so the catalog size enters Cedar only
+//   through the Map lookup; Cedar is still timed at every scale, in the same
+//   rounds. The request (principal, action, resource, context) is the adapter's
+//   output from mix.json, built before timing: Cedar is not charged for turning
+//   the MCP call into a request; toolgate is charged for parsing the call.
+// - The floor: target/bench/floor.wasm transpiled by bindings-js's build script
+//   into target/bench/node-floor (a copy of the installed package with the
+//   floor's gen/, see floor.mjs), loaded and called exactly like toolgate.
+// - Every call of the mix is checked before timing: toolgate's `ok` (both
+//   catalogs) and Cedar's decision must equal `expect_allowed`, else exit 1.
+// - Timing: every scale is loaded first, then one race: round-robin over
+//   toolgate, toolgate structural and Cedar at 34, 1 000 and 10 000 tools and the
+//   floor, then the next round, so machine noise hits all alike (the scale ratio
+//   included); each contender's slice runs
+//   whole mixes for about the same wall time; the figure is the median over
+//   rounds of the mean ns per decision over the mix. Every decision is consumed
+//   (`.ok`, Cedar's `decision`) and the allowed count is checked every round.
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { isDeepStrictEqual } from 'node:util';
+import { prepareFloor, repoDir } from './floor.mjs';
+
+const SCALES = ['34', '1000', '10000'];
+const PSET = 'toolgate-bench';
+const SCHEMA = 'toolgate-bench';
+
+/** @param {string} msg */
+function fail(msg) {
+  process.stderr.write(`bench/node: ${msg}\n`);
+  process.exit(1);
+}
+
+// ---- arguments -------------------------------------------------------------
+const argv = process.argv.slice(2);
+/** @param {string} name */
+const option = (name) => {
+  const i = argv.indexOf(name);
+  if (i < 0) return undefined;
+  const v = argv[i + 1];
+  if (v === undefined || v.startsWith('--')) fail(`${name} needs a value`);
+  return v;
+};
+for (const a of argv) {
+  if (a.startsWith('--') && !['--data', '--json', '--quick', '--smoke'].includes(a)) {
+    fail(`unknown option ${a}\nusage: node bench/node/bench.mjs --data DIR [--quick|--smoke] [--json OUT]`);
+  }
+}
+const dataDir = resolve(option('--data') ?? join(repoDir, 'target', 'bench-data'));
+const jsonOut = option('--json');
+const mode = argv.includes('--smoke') ? 'smoke' : argv.includes('--quick') ? 'quick' : 'default';
+/** rounds; sliceMs: wall time of one contender's slice of a round; warmupMs: per contender. */
+const BUDGETS = {
+  smoke: { rounds: 1, sliceMs: 0, warmupMs: 0, seedReloads: 1 },
+  quick: { rounds: 9, sliceMs: 25, warmupMs: 200, seedReloads: 1 },
+  default: { rounds: 31, sliceMs: 60, warmupMs: 600, seedReloads: 3 },
+};
+const budget = BUDGETS[mode];
+if (!existsSync(join(dataDir, 'mix.json'))) {
+  fail(`no workload in ${dataDir}: run \`target/release/bench gen ${dataDir}\` (cargo build --release -p bench)`);
+}
+
+// ---- helpers ---------------------------------------------------------------
+const nowNs = () => process.hrtime.bigint();
+/** @param {bigint} ns */
+const toMs = (ns) => Number(ns) / 1e6;
+/** @param {number[]} xs */
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+/**
+ * @template T
+ * @param {() => T} f
+ * @returns {[T, number]} the value and the wall time in ms
+ */
+const timed = (f) => {
+  const t = nowNs();
+  const v = f();
+  return [v, toMs(nowNs() - t)];
+};
+/** @param {string} path */
+const text = (path) => readFileSync(path, 'utf8');
+/** @param {string} dir @returns {number} */
+const treeBytes = (dir) => readdirSync(dir, { withFileTypes: true, recursive: true })
+  .filter((e) => e.isFile())
+  .reduce((n, e) => n + statSync(join(e.parentPath ?? /** @type {any} */ (e).path, e.name)).size, 0);
+
+// ---- workload ----------------------------------------------------------------
+/**
+ * @typedef {{ type: string, id: string }} Uid
+ * @typedef {import('@cedar-policy/cedar-wasm/nodejs').EntityJson & { uid: Uid }} Entity
+ * @typedef {{ principal: Uid, action: Uid, resource: Uid, context: import('@cedar-policy/cedar-wasm/nodejs').Context }} CedarRequest
+ * @typedef {{ label: string, call: { name: string }, call_json: string, context_json: string,
+ *   cedar_request: CedarRequest, cedar_entities: Entity[], expect_allowed: boolean }} MixCall
+ */
+const mix = /** @type {MixCall[]} */ (JSON.parse(text(join(dataDir, 'mix.json'))).calls);
+const n = mix.length;
+if (n === 0) fail('mix.json has no calls');
+const encoder = new TextEncoder();
+const callBytes = mix.map((m) => encoder.encode(m.call_json));
+const contexts = mix.map((m) => m.context_json);
+const expectAllowed = mix.filter((m) => m.expect_allowed).length;
+const policy = text(join(dataDir, 'policy.yaml'));
+const cedarPolicies = text(join(dataDir, 'policies.cedar'));
+const cedarSchema = text(join(dataDir, 'schema.cedarschema'));
+const loadAtStart = loadavg()[0];
+
+// ---- start: toolgate ---------------------------------------------------------
+const start = /** @type {Record<string, number | string>} */ ({});
+const [tg, importMs] = await (async () => {
+  const t = nowNs();
+  const m = await import('toolgate');
+  return /** @type {const} */ ([m, toMs(nowNs() - t)]);
+})();
+const { Toolgate } = tg;
+const coreBytes = readFileSync(tg.coreModuleUrl);
+const module = await (async () => {
+  const t = nowNs();
+  const m = await WebAssembly.compile(coreBytes);
+  start.compile_ms = toMs(nowNs() - t);
+  return m;
+})();
+start.import_ms = importMs;
+{
+  const [empty, ms] = timed(() => Toolgate.fromModule({ module, catalog: '[]' }));
+  start.instantiate_ms = ms; // first instance + contract check + an empty rule set
+  empty.close();
+  const seedCatalog = text(join(dataDir, '34', 'catalog.json'));
+  const [cold, coldMs] = timed(() => Toolgate.fromModule({ module, policy, catalog: seedCatalog }));
+  cold.close();
+  start.seed_load_cold_ms = coldMs; // the first real load in the process (V8 still tiering up)
+  const warm = [];
+  for (let i = 0; i < budget.seedReloads; i++) {
+    const [g, ms2] = timed(() => Toolgate.fromModule({ module, policy, catalog: seedCatalog }));
+    g.close();
+    warm.push(ms2);
+  }
+  start.seed_load_ms = median(warm); // instantiate + load the 34 tools, later in the process
+}
+start.core_module_bytes = coreBytes.length;
+const pkgDir = resolve(new URL('.', tg.coreModuleUrl).pathname, '..');
+const pkg = JSON.parse(text(join(pkgDir, 'package.json')));
+start.package_unpacked_bytes = treeBytes(pkgDir) - (existsSync(join(pkgDir, '.bench-tarball-sha256')) ? statSync(join(pkgDir, '.bench-tarball-sha256')).size : 0);
+{
+  const tarball = join(repoDir, 'target', 'bench', 'npm', `toolgate-${pkg.version}.tgz`);
+  if (existsSync(tarball)) start.package_tarball_bytes = statSync(tarball).size;
+}
+
+// ---- start: Cedar ------------------------------------------------------------
+const cedarPkgDir = join(repoDir, 'bench', 'node', 'node_modules', '@cedar-policy', 'cedar-wasm');
+const cedarVersion = JSON.parse(text(join(cedarPkgDir, 'package.json'))).version;
+{
+  // What the package's nodejs entry compiles at import, timed apart (a second, discarded compile).
+  const bytes = readFileSync(join(cedarPkgDir, 'nodejs', 'cedar_wasm_bg.wasm'));
+  const t = nowNs();
+  await WebAssembly.compile(bytes);
+  start.cedar_compile_ms = toMs(nowNs() - t);
+  start.cedar_module_bytes = bytes.length;
+  start.cedar_package_unpacked_bytes = treeBytes(cedarPkgDir);
+}
+const [cedar, cedarImportMs] = await (async () => {
+  const t = nowNs();
+  const m = await import('@cedar-policy/cedar-wasm/nodejs');
+  return /** @type {const} */ ([m, toMs(nowNs() - t)]);
+})();
+start.cedar_import_ms = cedarImportMs; // read + synchronous compile + instantiate, in the package's entry
+if (cedar.getCedarVersion() !== cedarVersion) fail(`cedar-wasm says ${cedar.getCedarVersion()}, package.json ${cedarVersion}`);
+{
+  const [validation, validateMs] = timed(() => cedar.validate({ policies: { staticPolicies: cedarPolicies }, schema: cedarSchema, validationSettings: { mode: 'strict' } }));
+  if (validation.type !== 'success' || validation.validationErrors.length > 0) {
+    fail(`the Cedar policies do not validate against the schema: ${JSON.stringify(validation)}`);
+  }
+  start.cedar_validate_ms = validateMs; // once, at start (strict), as the Rust harness does
+  const [pset, psetMs] = timed(() => cedar.preparsePolicySet(PSET, { staticPolicies: cedarPolicies }));
+  if (pset.type !== 'success') fail(`preparsePolicySet: ${JSON.stringify(pset)}`);
+  const [schema, schemaMs] = timed(() => cedar.preparseSchema(SCHEMA, cedarSchema));
+  if (schema.type !== 'success') fail(`preparseSchema: ${JSON.stringify(schema)}`);
+  start.cedar_prepare_ms = psetMs + schemaMs;
+  start.cedar_preparse_policies_ms = psetMs;
+  start.cedar_preparse_schema_ms = schemaMs;
+}
+
+// ---- the floor ---------------------------------------------------------------
+const floorEntry = prepareFloor();
+const floorPkg = /** @type {typeof tg} */ (await import(pathToFileURL(floorEntry).href));
+const floorModule = await floorPkg.compileCoreModule();
+const floor = floorPkg.Toolgate.fromModule({ module: floorModule, catalog: '[]' });
+start.floor_core_module_bytes = statSync(floorPkg.coreModuleUrl).size;
+
+// ---- contenders --------------------------------------------------------------
+/**
+ * @typedef {{ name: string, run: (i: number) => boolean, allowedPerMix: number }} Contender
+ */
+/** @param {import('toolgate').Toolgate} gate @param {string} name @param {number} allowedPerMix @returns {Contender} */
+const toolgateContender = (gate, name, allowedPerMix) => ({
+  name,
+  run: (i) => gate.evaluate(callBytes[i], contexts[i]).ok,
+  allowedPerMix,
+});
+
+/**
+ * Cedar per call: the request and the entities the call needs.
+ * @param {Map<string, Entity>} tools
+ * @param {Entity} agent
+ * @param {string} scale
+ * @returns {Contender}
+ */
+function cedarContender(tools, agent, scale) {
+  const requests = mix.map((m) => m.cedar_request);
+  return {
+    name: `cedar at ${scale}`,
+    run: (i) => {
+      const r = requests[i];
+      const tool = tools.get(r.resource.id);
+      const answer = cedar.statefulIsAuthorized({
+        principal: r.principal,
+        action: r.action,
+        resource: r.resource,
+        context: r.context,
+        entities: tool === undefined ? [agent] : [agent, tool],
+        preparsedPolicySetId: PSET,
+        preparsedSchemaName: SCHEMA,
+        validateRequest: true,
+      });
+      return answer.type === 'success' && answer.response.decision === 'allow';
+    },
+    allowedPerMix: expectAllowed,
+  };
+}
+
+/**
+ * Runs whole mixes for about `ms` (at least one); returns ns per decision.
+ * @param {Contender} c @param {number} ms
+ */
+function warm(c, ms) {
+  const t0 = nowNs();
+  const until = t0 + BigInt(Math.round(ms * 1e6));
+  let mixes = 0;
+  let t = t0;
+  do {
+    for (let i = 0; i < n; i++) c.run(i);
+    mixes++;
+    t = nowNs();
+  } while (t < until);
+  return Number(t - t0) / (mixes * n);
+}
+
+/**
+ * Median over rounds of the mean ns per decision, round-robin.
+ * @param {Contender[]} contenders
+ */
+function race(contenders) {
+  const iters = contenders.map((c) => {
+    if (budget.sliceMs === 0) return 1;
+    // Two passes: the first warms up (tier-up), the second calibrates the slice.
+    warm(c, budget.warmupMs);
+    const per = warm(c, Math.max(budget.sliceMs, budget.warmupMs / 4));
+    return Math.max(1, Math.round((budget.sliceMs * 1e6) / (per * n)));
+  });
+  const samples = contenders.map(() => /** @type {number[]} */ ([]));
+  for (let r = 0; r < budget.rounds; r++) {
+    contenders.forEach((c, k) => {
+      const run = c.run;
+      let allowed = 0;
+      const t0 = nowNs();
+      for (let it = 0; it < iters[k]; it++) {
+        for (let i = 0; i < n; i++) if (run(i)) allowed++;
+      }
+      const dt = Number(nowNs() - t0);
+      if (allowed !== iters[k] * c.allowedPerMix) {
+        fail(`${c.name} allowed ${allowed} of ${iters[k] * n} decisions in a timed round, expected ${iters[k] * c.allowedPerMix}`);
+      }
+      samples[k].push(dt / (iters[k] * n));
+    });
+  }
+  return { ns: samples.map(median), iters };
+}
+
+// ---- load every scale, check every call ------------------------------------------
+/**
+ * @typedef {{ scale: string, gate: import('toolgate').Toolgate, gateStructural: import('toolgate').Toolgate,
+ *   loadMs: number, loadStructuralMs: number, contenders: Contender[] }} Scale
+ */
+/** @type {Scale[]} */
+const loaded = [];
+const floorContender = { name: 'floor', run: (/** @type {number} */ i) => floor.evaluate(callBytes[i], contexts[i]).ok, allowedPerMix: n };
+for (const scale of SCALES) {
+  const dir = join(dataDir, scale);
+  const [gate, loadMs] = timed(() => Toolgate.fromModule({ module, policy, catalog: text(join(dir, 'catalog.json')) }));
+  const [gateStructural, loadStructuralMs] = timed(() => Toolgate.fromModule({ module, policy, catalog: text(join(dir, 'catalog-structural.json')) }));
+  const entities = /** @type {Entity[]} */ (JSON.parse(text(join(dir, 'entities.json'))));
+  const agent = entities.find((e) => e.uid.type === 'Agent');
+  if (!agent) fail(`${scale}/entities.json has no Agent`);
+  const tools = new Map(entities.filter((e) => e.uid.type === 'Tool').map((e) => [e.uid.id, e]));
+  const contenders = [
+    toolgateContender(gate, `toolgate at ${scale}`, expectAllowed),
+    toolgateContender(gateStructural, `toolgate (structural schemas) at ${scale}`, expectAllowed),
+    cedarContender(tools, /** @type {Entity} */ (agent), scale),
+  ];
+  // Everyone agrees with the mix before anything is timed.
+  mix.forEach((m, i) => {
+    const tool = tools.get(m.cedar_request.resource.id);
+    const perCall = tool === undefined ? [agent] : [agent, tool];
+    if (!isDeepStrictEqual(perCall, m.cedar_entities)) {
+      fail(`at ${scale} tools, the entities for \`${m.call_json}\` differ from mix.json's cedar_entities`);
+    }
+    for (const c of contenders) {
+      const ok = c.run(i);
+      if (ok !== m.expect_allowed) {
+        fail(`${c.name} tools says ${ok ? 'allow' : 'deny'} on \`${m.call_json}\` (${m.label}); the mix expects ${m.expect_allowed ? 'allow' : 'deny'}`);
+      }
+    }
+    const d = floor.evaluate(callBytes[i], contexts[i]);
+    if (!(d.json.length > 100) || d.ok !== true) fail(`the floor returned ${JSON.stringify(d.json)}`);
+  });
+  loaded.push({ scale, gate, gateStructural, loadMs, loadStructuralMs, contenders });
+  process.stderr.write(`bench/node: ${scale} tools loaded (${Math.round(loadMs)} ms, structural ${Math.round(loadStructuralMs)} ms), every call agrees\n`);
+}
+
+// ---- one race: every contender at every scale, round-robin ----------------------
+// All scales in the same rounds, so the 10 000 / 34 ratio is not a comparison
+// of two moments of a shared machine. The floor needs no catalog: one floor.
+const all = [...loaded.flatMap((l) => l.contenders), floorContender];
+const { ns, iters } = race(all);
+process.stderr.write(`bench/node: mixes per slice: ${all.map((c, k) => `${c.name} ${iters[k]}`).join(', ')}\n`);
+const floorNs = ns[ns.length - 1];
+/** @type {Record<string, Record<string, number>>} */
+const scales = {};
+const rows = loaded.map((l, k) => {
+  const [toolgateNs, structuralNs, cedarNs] = ns.slice(3 * k, 3 * k + 3);
+  scales[l.scale] = {
+    toolgate_ns: toolgateNs,
+    toolgate_structural_ns: structuralNs,
+    cedar_ns: cedarNs,
+    floor_ns: floorNs,
+    toolgate_load_ms: l.loadMs,
+    toolgate_structural_load_ms: l.loadStructuralMs,
+  };
+  l.gate.close();
+  l.gateStructural.close();
+  return { scale: l.scale, toolgateNs, structuralNs, cedarNs, floorNs, loadMs: l.loadMs, loadStructuralMs: l.loadStructuralMs };
+});
+floor.close();
+
+// ---- report ----------------------------------------------------------------------
+const loadAtEnd = loadavg()[0];
+const peer = `@cedar-policy/cedar-wasm ${cedarVersion} (statefulIsAuthorized, per-call entities)`;
+/** @param {number} x @param {number} w */
+const num = (x, w) => Math.round(x).toLocaleString('en-US').padStart(w);
+/** @param {number} x @param {number} w */
+const ratio = (x, w) => x.toFixed(x < 0.1 ? 3 : 2).padStart(w);
+const out = [];
+out.push(`node ${process.version}: toolgate ${pkg.version} (npm pack; evaluate(Uint8Array call, context JSON text).ok) vs ${peer}`);
+out.push(`median of ${budget.rounds} round(s) of the ${n}-call mix, round-robin; ${mode} run; load average ${loadAtStart.toFixed(1)} -> ${loadAtEnd.toFixed(1)} (2 cores)`);
+out.push(`${'tools'.padStart(6)} ${'toolgate ns'.padStart(12)} ${'structural'.padStart(11)} ${'cedar ns'.padStart(10)} ${'floor ns'.padStart(9)} ${'tg/cedar'.padStart(9)} ${'tg/floor'.padStart(9)} ${'load ms'.padStart(9)} ${'(struct.)'.padStart(9)}`);
+for (const r of rows) {
+  out.push(`${r.scale.padStart(6)} ${num(r.toolgateNs, 12)} ${num(r.structuralNs, 11)} ${num(r.cedarNs, 10)} ${num(r.floorNs, 9)} ${ratio(r.toolgateNs / r.cedarNs, 9)} ${ratio(r.toolgateNs / r.floorNs, 9)} ${num(r.loadMs, 9)} ${num(r.loadStructuralMs, 9)}`);
+}
+const first = rows[0];
+const last = rows[rows.length - 1];
+out.push(`toolgate at ${last.scale} vs ${first.scale} tools: ${(last.toolgateNs / first.toolgateNs).toFixed(2)}x (structural ${(last.structuralNs / first.structuralNs).toFixed(2)}x)`);
+/** @param {string} k */
+const f1 = (k) => (typeof start[k] === 'number' ? Number(start[k]).toFixed(1) : '?');
+out.push(`start: toolgate core compile ${f1('compile_ms')} ms, instantiate ${f1('instantiate_ms')} ms, seed load (34 tools) ${f1('seed_load_ms')} ms (first in process ${f1('seed_load_cold_ms')} ms); core module ${start.core_module_bytes} B, tarball ${start.package_tarball_bytes ?? '?'} B, unpacked ${start.package_unpacked_bytes} B`);
+out.push(`       cedar compile ${f1('cedar_compile_ms')} ms, import ${f1('cedar_import_ms')} ms, preparse policies+schema ${f1('cedar_prepare_ms')} ms, validate ${f1('cedar_validate_ms')} ms; module ${start.cedar_module_bytes} B, package unpacked ${start.cedar_package_unpacked_bytes} B`);
+console.log(out.join('\n'));
+
+if (jsonOut) {
+  const result = {
+    runtime: 'node',
+    peer,
+    node: process.version,
+    toolgate: `${pkg.name} ${pkg.version} (npm pack of bindings-js)`,
+    call_form: 'evaluate(Uint8Array of the call JSON, context JSON text).ok',
+    mode,
+    rounds: budget.rounds,
+    mix_calls: n,
+    load_average: [loadAtStart, loadAtEnd],
+    scales,
+    start,
+  };
+  writeFileSync(jsonOut, `${JSON.stringify(result, null, 2)}\n`);
+}
