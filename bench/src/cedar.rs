@@ -2,7 +2,10 @@
 //! schema and entities parsed and validated once; per call, a request built
 //! from the call (validated against the schema) and one `is_authorized`.
 
-use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicySet, Request, Schema};
+use cedar_policy::{
+    Authorizer, Context, Decision, Entities, EntityId, EntityTypeName, EntityUid, PolicySet, Request,
+    RestrictedExpression, Schema,
+};
 use serde_json::Value;
 use std::str::FromStr;
 
@@ -13,6 +16,7 @@ pub struct CedarGate {
     entities: Entities,
     principal: EntityUid,
     action: EntityUid,
+    tool_type: EntityTypeName,
 }
 
 impl std::fmt::Debug for CedarGate {
@@ -45,6 +49,7 @@ impl CedarGate {
             entities,
             principal: uid(&serde_json::json!({"type": "Agent", "id": "agent"}))?,
             action: uid(&serde_json::json!({"type": "Action", "id": "call"}))?,
+            tool_type: EntityTypeName::from_str("Tool").map_err(|e| e.to_string())?,
         })
     }
 
@@ -64,6 +69,56 @@ impl CedarGate {
             Some(&self.schema),
         )
         .ok()
+    }
+
+    /// The per-call path a gateway takes, from the same bytes toolgate gets:
+    /// parse the call, build the context from typed values (no JSON
+    /// round-trip), validate the request against the schema, authorize.
+    pub fn decide_call(&self, call: &[u8]) -> bool {
+        let Ok(Value::Object(call)) = serde_json::from_slice::<Value>(call) else {
+            return false;
+        };
+        let Some(Value::String(name)) = call.get("name") else {
+            return false;
+        };
+        let empty = serde_json::Map::new();
+        let arguments = match call.get("arguments") {
+            Some(Value::Object(arguments)) => arguments,
+            None | Some(Value::Null) => &empty,
+            Some(_) => return false,
+        };
+        let mut pairs = vec![
+            (
+                "surface".to_owned(),
+                RestrictedExpression::new_string("confirming".to_owned()),
+            ),
+            (
+                "args".to_owned(),
+                RestrictedExpression::new_set(arguments.keys().map(|k| RestrictedExpression::new_string(k.clone()))),
+            ),
+        ];
+        for field in ["confirmed", "confirmation"] {
+            if let Some(value) = arguments.get(field) {
+                // Only a JSON boolean is a Bool; anything else fails validation.
+                let expr = match value {
+                    Value::Bool(b) => RestrictedExpression::new_bool(*b),
+                    other => RestrictedExpression::new_string(other.to_string()),
+                };
+                pairs.push((field.to_owned(), expr));
+            }
+        }
+        let Ok(context) = Context::from_pairs(pairs) else {
+            return false;
+        };
+        let resource = EntityUid::from_type_name_and_id(self.tool_type.clone(), EntityId::new(name));
+        Request::new(
+            self.principal.clone(),
+            self.action.clone(),
+            resource,
+            context,
+            Some(&self.schema),
+        )
+        .is_ok_and(|request| self.authorize(&request))
     }
 
     pub fn authorize(&self, request: &Request) -> bool {

@@ -106,19 +106,31 @@ fn floor_component() -> Result<Vec<u8>, Error> {
     Ok(component_build::build_package(&root, "toolgate-floor", &out)?)
 }
 
-fn run_rust(budget: Budget, json_out: Option<&str>) -> Result<(), Error> {
+fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>) -> Result<(), Error> {
     let mix = workload::mix();
     let calls: Vec<Vec<u8>> = mix.iter().map(|m| m.call.to_string().into_bytes()).collect();
     let requests: Vec<Value> = mix.iter().map(|m| workload::cedar_request(&m.call)).collect();
     let context = workload::context_json();
     let n = mix.len();
 
-    // Start-up costs.
-    let (engine, compile) = timed(toolgate::Engine::new);
+    // Start-up costs. `--component PATH` measures another build of the
+    // component (a profile experiment) instead of the embedded one; it has
+    // no precompiled figure.
+    let component_bytes = match component_path {
+        Some(path) => std::fs::read(path)?,
+        None => toolgate::COMPONENT.to_vec(),
+    };
+    let (engine, compile) =
+        timed(|| toolgate::Engine::from_component_bytes(&component_bytes, toolgate::Limits::default()));
     let engine = engine?;
-    let precompiled = toolgate::Engine::precompile()?;
-    let (fast, deserialize) = timed(|| toolgate::Engine::from_precompiled(&precompiled, toolgate::Limits::default()));
-    let fast = fast?;
+    let (fast, deserialize) = if component_path.is_some() {
+        (engine.clone(), Duration::ZERO)
+    } else {
+        let precompiled = toolgate::Engine::precompile()?;
+        let (fast, deserialize) =
+            timed(|| toolgate::Engine::from_precompiled(&precompiled, toolgate::Limits::default()));
+        (fast?, deserialize)
+    };
     let (empty, instantiate) = timed(|| fast.load(None, "[]"));
     drop(empty?);
     drop(engine);
@@ -136,7 +148,7 @@ fn run_rust(budget: Budget, json_out: Option<&str>) -> Result<(), Error> {
         "{:>6} {:>12} {:>12} {:>12} {:>12} {:>14} {:>14} {:>12}",
         "tools", "native ns", "native-str", "wasm ns", "wasm-str", "cedar ns", "cedar-auth ns", "floor ns"
     );
-    for size in workload::SCALES {
+    for size in args_scales().unwrap_or_else(|| workload::SCALES.to_vec()) {
         let catalog_value = workload::catalog(size)?;
         let catalog = catalog_value.to_string();
         let structural = workload::structural_only(&catalog_value).to_string();
@@ -173,7 +185,10 @@ fn run_rust(budget: Budget, json_out: Option<&str>) -> Result<(), Error> {
                 .into());
             }
             let structural_ok = native_structural.evaluate_json(call, &context).ok;
-            let cedar_ok = cedar.decide(request);
+            let cedar_ok = cedar.decide_call(call);
+            if cedar.decide(request) != cedar_ok {
+                return Err(format!("the two Cedar adapters disagree on {}", m.call).into());
+            }
             let cedar_prebuilt_ok = prebuilt[i].as_ref().is_some_and(|r| cedar.authorize(r));
             for (who, ok) in [
                 ("toolgate", native_decision.ok),
@@ -215,7 +230,7 @@ fn run_rust(budget: Budget, json_out: Option<&str>) -> Result<(), Error> {
                     black_box(component_structural.evaluate_raw(&calls[i], &context));
                 },
                 &mut |i| {
-                    black_box(cedar.decide(&requests[i]));
+                    black_box(cedar.decide_call(&calls[i]));
                 },
                 &mut |i| {
                     black_box(prebuilt[i].as_ref().map(|r| cedar.authorize(r)));
@@ -269,8 +284,8 @@ fn run_rust(budget: Budget, json_out: Option<&str>) -> Result<(), Error> {
             );
         }
     }
-    start.insert("component_bytes".into(), json!(toolgate::COMPONENT.len()));
-    start.insert("component_gzip_bytes".into(), json!(gzip_len(toolgate::COMPONENT)?));
+    start.insert("component_bytes".into(), json!(component_bytes.len()));
+    start.insert("component_gzip_bytes".into(), json!(gzip_len(&component_bytes)?));
     start.insert("compile_ms".into(), json!(ms(compile)));
     start.insert("precompiled_load_ms".into(), json!(ms(deserialize)));
     start.insert("instantiate_ms".into(), json!(ms(instantiate)));
@@ -284,6 +299,14 @@ fn run_rust(budget: Budget, json_out: Option<&str>) -> Result<(), Error> {
         std::fs::write(path, results.to_string())?;
     }
     Ok(())
+}
+
+/// `--scales 34,1000`: a subset of the catalog sizes (profile experiments).
+fn args_scales() -> Option<Vec<usize>> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == "--scales")?;
+    args.get(at + 1)
+        .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
 }
 
 fn main() -> Result<(), Error> {
@@ -318,7 +341,14 @@ fn main() -> Result<(), Error> {
                     decisions: 16_000,
                 }
             };
-            run_rust(budget, json_out)
+            run_rust(
+                budget,
+                json_out,
+                args.iter()
+                    .position(|a| a == "--component")
+                    .and_then(|i| args.get(i + 1))
+                    .map(String::as_str),
+            )
         }
         // A loop for `perf record` / callgrind: load or evaluate, natively.
         Some("profile-load") => {

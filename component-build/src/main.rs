@@ -18,6 +18,28 @@ fn main() -> ExitCode {
         package = name.to_owned();
         args.drain(at..at + 2);
     }
+    // `--from-module M.wasm OUT`: only wrap an already built core module
+    // (profile experiments build the guest themselves).
+    if let Some(at) = args.iter().position(|a| a == "--from-module") {
+        let (Some(module), Some(out)) = (args.get(at + 1), args.get(at + 2)) else {
+            eprintln!("component-build: --from-module needs a module path and an output path");
+            return ExitCode::FAILURE;
+        };
+        let wrapped = std::fs::read(module)
+            .map_err(|e| e.to_string())
+            .and_then(|m| component_build::componentize(&m))
+            .and_then(|c| std::fs::write(out, &c).map(|()| c.len()).map_err(|e| e.to_string()));
+        return match wrapped {
+            Ok(len) => {
+                println!("{}: {len} bytes", PathBuf::from(out).display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("component-build: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let out = args
         .first()
         .map_or_else(|| root.join("dist").join("toolgate_policy.wasm"), PathBuf::from);

@@ -85,6 +85,36 @@ fn options() -> serde_saphyr::Options {
     options
 }
 
+/// Refuses YAML tags (`!custom false`, `!!binary …`, `!!str`). The untyped
+/// reader would drop an unknown tag silently and decode a known one, so a
+/// tagged value could mean something other than what a reviewer reads; the
+/// formats need none. Syntax errors are left to the main parse to report.
+fn refuse_tags(text: &str, origin: Origin) -> Result<(), Problem> {
+    use granit_parser::Event;
+    // A budgeted pass: the main parse enforces the same budgets with errors.
+    for (i, event) in granit_parser::Parser::new_from_str(text).enumerate() {
+        let Ok((event, span)) = event else { return Ok(()) };
+        if i > 400_000 {
+            return Ok(());
+        }
+        let tagged = match &event {
+            Event::Scalar(_, _, _, tag) | Event::SequenceStart(_, _, tag) | Event::MappingStart(_, _, tag) => {
+                tag.is_some()
+            }
+            _ => false,
+        };
+        if tagged {
+            return Err(Problem::new(
+                ProblemCode::Syntax,
+                origin,
+                "YAML tags (`!name`, `!!type`) are not accepted: write the plain value",
+            )
+            .at(span.start.line() as u64, span.start.col() as u64 + 1));
+        }
+    }
+    Ok(())
+}
+
 /// Parses one YAML document. An empty document is `null`.
 pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
     if text.len() > MAX_YAML_BYTES {
@@ -102,6 +132,7 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
             column: 1,
         });
     }
+    refuse_tags(text, origin)?;
     let parsed: Result<Spanned<Raw>, _> = serde_saphyr::from_str_with_options(text, options());
     match parsed {
         Ok(spanned) => Ok(Node {

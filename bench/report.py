@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Merges the per-runtime benchmark results into one table, the `ratio` lines
+scripts read, the scale and start-up figures, and an SVG chart.
+
+Usage: bench/report.py RESULTS.json... [--svg OUT.svg]
+
+Standard library only: it runs before any virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+RUNTIMES = ["rust-native", "rust-wasmtime", "node", "python"]
+TARGETS = {"rust-native": 0.3, "rust-wasmtime": 0.5, "node": 0.1, "python": 0.5}
+SEED = "34"
+
+
+def load(paths: list[str]) -> dict[str, dict[str, Any]]:
+    by_runtime: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        for entry in data if isinstance(data, list) else [data]:
+            by_runtime[entry["runtime"]] = entry
+    return by_runtime
+
+
+def fmt_ns(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def table(results: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [
+        "Per decision, seed catalog (34 tools), mix of 8 calls; median of rounds, ns:",
+        f"{'runtime':<14} {'toolgate':>10} {'cedar':>10} {'ratio':>7} {'target':>7}"
+        f" {'floor':>8} {'tg/floor':>8} {'tg-structural':>14} {'cedar-authorize':>16}",
+    ]
+    ratio_lines = []
+    for runtime in RUNTIMES:
+        entry = results.get(runtime)
+        if not entry:
+            continue
+        seed = entry["scales"][SEED]
+        toolgate, cedar = seed["toolgate_ns"], seed["cedar_ns"]
+        floor = seed.get("floor_ns")
+        ratio = toolgate / cedar
+        lines.append(
+            f"{runtime:<14} {fmt_ns(toolgate):>10} {fmt_ns(cedar):>10} {ratio:>7.3f} {TARGETS[runtime]:>7.2f}"
+            f" {fmt_ns(floor):>8} {(toolgate / floor if floor else float('nan')):>8.2f}"
+            f" {fmt_ns(seed.get('toolgate_structural_ns')):>14} {fmt_ns(seed.get('cedar_authorize_ns')):>16}"
+        )
+        ratio_lines.append(f"ratio {runtime} {toolgate:.0f} {cedar:.0f} {ratio:.3f}")
+    lines.append("")
+    for runtime in RUNTIMES:
+        if runtime in results:
+            lines.append(f"  {runtime}: Cedar = {results[runtime].get('peer', '?')}")
+    return lines + [""] + ratio_lines
+
+
+def scale(results: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["", "Scale: ns per decision by catalog size (toolgate | cedar):"]
+    sizes = sorted({int(s) for e in results.values() for s in e["scales"]})
+    lines.append(f"{'runtime':<14}" + "".join(f" {n:>20,}" for n in sizes) + f" {'tg 10k/34':>10}")
+    for runtime in RUNTIMES:
+        entry = results.get(runtime)
+        if not entry:
+            continue
+        row = f"{runtime:<14}"
+        for n in sizes:
+            figures = entry["scales"].get(str(n))
+            row += f" {fmt_ns(figures['toolgate_ns']) + ' | ' + fmt_ns(figures['cedar_ns']):>20}" if figures else f" {'-':>20}"
+        first, last = entry["scales"].get(str(sizes[0])), entry["scales"].get(str(sizes[-1]))
+        if first and last:
+            row += f" {last['toolgate_ns'] / first['toolgate_ns']:>10.2f}"
+        lines.append(row)
+    lines.append("")
+    lines.append("Rule-set load, ms (toolgate | cedar where measured):")
+    for runtime in RUNTIMES:
+        entry = results.get(runtime)
+        if not entry:
+            continue
+        cells = []
+        for n in sizes:
+            figures = entry["scales"].get(str(n), {})
+            tg = figures.get("toolgate_load_ms")
+            cd = figures.get("cedar_load_ms")
+            cells.append(f"{n}: {tg:.2f}" if tg is not None else f"{n}: -")
+            if cd is not None:
+                cells[-1] += f" | {cd:.2f}"
+        lines.append(f"  {runtime:<14} " + ", ".join(cells))
+    return lines
+
+
+def start(results: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["", "Start-up:"]
+    for runtime in RUNTIMES:
+        entry = results.get(runtime)
+        if entry and entry.get("start"):
+            pretty = ", ".join(
+                f"{k}={v:,.2f}" if isinstance(v, float) else f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}"
+                for k, v in entry["start"].items()
+            )
+            lines.append(f"  {runtime}: {pretty}")
+    return lines
+
+
+def svg(results: dict[str, dict[str, Any]]) -> str:
+    """Time per decision against catalog size, log-log, toolgate (solid) and
+    Cedar (dashed), one colour per runtime."""
+    colours = {"rust-native": "#1b7837", "rust-wasmtime": "#2166ac", "node": "#b2182b", "python": "#762a83"}
+    width, height, left, right, top, bottom = 760, 440, 70, 190, 30, 50
+    sizes = sorted({int(s) for e in results.values() for s in e["scales"]})
+    values = [
+        f[k]
+        for e in results.values()
+        for f in e["scales"].values()
+        for k in ("toolgate_ns", "cedar_ns")
+        if f.get(k)
+    ]
+    if not sizes or not values:
+        return "<svg xmlns='http://www.w3.org/2000/svg'/>"
+    import math
+
+    lo, hi = math.log10(min(values) / 1.5), math.log10(max(values) * 1.5)
+    xs_lo, xs_hi = math.log10(sizes[0]), math.log10(sizes[-1])
+
+    def x(n: int) -> float:
+        span = xs_hi - xs_lo or 1
+        return left + (math.log10(n) - xs_lo) / span * (width - left - right)
+
+    def y(ns: float) -> float:
+        return top + (hi - math.log10(ns)) / (hi - lo) * (height - top - bottom)
+
+    out = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-family='sans-serif' font-size='12'>",
+        f"<rect width='{width}' height='{height}' fill='white'/>",
+        f"<text x='{left}' y='18' font-size='14'>ns per decision vs catalog size (log-log): toolgate solid, Cedar dashed</text>",
+    ]
+    for exp in range(math.floor(lo), math.ceil(hi) + 1):
+        for mult in (1, 2, 5):
+            ns = mult * 10**exp
+            if lo <= math.log10(ns) <= hi:
+                yy = y(ns)
+                out.append(f"<line x1='{left}' x2='{width - right}' y1='{yy:.1f}' y2='{yy:.1f}' stroke='#ddd'/>")
+                label = f"{ns / 1000:g} µs" if ns >= 1000 else f"{ns:g} ns"
+                out.append(f"<text x='{left - 6}' y='{yy + 4:.1f}' text-anchor='end'>{label}</text>")
+    for n in sizes:
+        xx = x(n)
+        out.append(f"<line x1='{xx:.1f}' x2='{xx:.1f}' y1='{top}' y2='{height - bottom}' stroke='#ddd'/>")
+        out.append(f"<text x='{xx:.1f}' y='{height - bottom + 18}' text-anchor='middle'>{n:,} tools</text>")
+    legend_y = top + 10
+    for runtime in RUNTIMES:
+        entry = results.get(runtime)
+        if not entry:
+            continue
+        colour = colours[runtime]
+        for key, dash in (("toolgate_ns", ""), ("cedar_ns", " stroke-dasharray='6 4'")):
+            points = [(int(n), f[key]) for n, f in entry["scales"].items() if f.get(key)]
+            points.sort()
+            path = " ".join(f"{x(n):.1f},{y(v):.1f}" for n, v in points)
+            out.append(f"<polyline points='{path}' fill='none' stroke='{colour}' stroke-width='2'{dash}/>")
+            for n, v in points:
+                out.append(f"<circle cx='{x(n):.1f}' cy='{y(v):.1f}' r='3' fill='{colour}'/>")
+        lx = width - right + 15
+        out.append(f"<line x1='{lx}' x2='{lx + 22}' y1='{legend_y}' y2='{legend_y}' stroke='{colour}' stroke-width='2'/>")
+        out.append(f"<text x='{lx + 28}' y='{legend_y + 4}'>{runtime} toolgate</text>")
+        legend_y += 18
+        out.append(
+            f"<line x1='{lx}' x2='{lx + 22}' y1='{legend_y}' y2='{legend_y}' stroke='{colour}' stroke-width='2' stroke-dasharray='6 4'/>"
+        )
+        out.append(f"<text x='{lx + 28}' y='{legend_y + 4}'>{runtime} Cedar</text>")
+        legend_y += 24
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    svg_out = None
+    if "--svg" in argv:
+        at = argv.index("--svg")
+        svg_out = argv[at + 1]
+        argv = argv[:at] + argv[at + 2 :]
+    results = load(argv)
+    if not results:
+        print("no results", file=sys.stderr)
+        return 1
+    print("\n".join(table(results) + scale(results) + start(results)))
+    if svg_out:
+        Path(svg_out).write_text(svg(results))
+        print(f"\nchart: {svg_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
