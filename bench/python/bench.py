@@ -2,8 +2,14 @@
 
     bash bench/python/setup.sh      # target/bench/py-venv: the toolgate wheel, cedarpy (requirements.lock)
     target/bench/py-venv/bin/python bench/python/bench.py --data target/bench-data [--quick|--smoke] [--json OUT]
+        [--scales 34,1000,10000]
+    bash bench/python/lint.sh       # ruff (bindings-py's rules) and mypy --strict
 
-Reads the shared workload that ``target/release/bench gen DIR`` writes.
+Reads the shared workload that ``target/release/bench gen DIR`` writes. Prints
+ns per decision per scale and start-up costs; asserts only that the engines
+agree with each other and with the mix. Most of a run's wall time is toolgate
+loading the 10 000-tool catalogs (twice: full and structural), about a minute
+or more each here; the timed rounds take about 1 min (default), 10 s (quick).
 
 - toolgate: the ``toolgate`` package as users get it (a wheel built by
   bindings-py's own build). ``RuleSet.load(catalog=..., policy=...)`` once per
@@ -19,16 +25,16 @@ Reads the shared workload that ``target/release/bench gen DIR`` writes.
   the schema and the entity store parsed once into cedarpy's preloaded handles
   (``PolicySet.from_str``, ``Schema.from_str``, ``Entities.from_json_str(...,
   schema)``; the policies validated against the schema once, at start); per
-  call ``cedarpy.is_authorized(request, policy_set, entities, schema=schema)``
-  with the handles. Passing the schema validates the request, which is what
-  rejects ``confirmed: "true"`` (the schema types it Bool). Two ways to give
-  the entities are timed: the preloaded store of the whole catalog, and only
-  the entities the call needs (mix.json's ``cedar_entities``, as JSON text
-  serialized once); ``cedar_ns`` is the faster of the two at each scale. The
-  request is the adapter's output from mix.json, built before timing, with the
-  context as JSON text (what cedarpy's wrapper turns a dict into): Cedar is not
-  charged for turning the MCP call into a request; toolgate is charged for
-  parsing the call.
+  call, from the same call bytes toolgate gets, the gateway's adapter
+  (``cedar_request``: parse the call, build the request as the workload's
+  adapter does; checked equal to mix.json's ``cedar_request``) and
+  ``cedarpy.is_authorized(request, policy_set, entities, schema=schema)`` with
+  the handles, as the Rust harness's ``decide_call`` does. Passing the schema
+  validates the request, which is what rejects ``confirmed: "true"`` (the
+  schema types it Bool). Two ways to give the entities are timed: the
+  preloaded store of the whole catalog, and only the entities the call needs
+  (the Agent and the Tool, as JSON text built once per tool: mix.json's
+  ``cedar_entities``); ``cedar_ns`` is the faster of the two at each scale.
 - The floor: ``target/bench/floor.wasm`` (the same WIT world, no engine)
   compiled and cached by the package's own ``_runtime.Runtime``, loaded into a
   ``RuleSet`` and called through the same ``RuleSet.evaluate_json``. bindings-py
@@ -91,8 +97,8 @@ class Budget:
 
 BUDGETS = {
     "smoke": Budget(rounds=1, slice_seconds=0.0, min_mixes=2),
-    "quick": Budget(rounds=7, slice_seconds=0.08, min_mixes=4),
-    "default": Budget(rounds=21, slice_seconds=0.3, min_mixes=16),
+    "quick": Budget(rounds=7, slice_seconds=0.06, min_mixes=4),
+    "default": Budget(rounds=21, slice_seconds=0.2, min_mixes=16),
 }
 
 
@@ -112,8 +118,8 @@ class Contender:
     name: str
     #: Runs the mix `iters` times; returns how many decisions were allows.
     run: Callable[[int], int]
-    #: The allowed count one mix must give (None: not checked, the floor).
-    allowed_per_mix: int | None
+    #: The allowed count one mix must give.
+    allowed_per_mix: int
     iters: int = 1
     samples: list[float] | None = None
 
@@ -133,7 +139,7 @@ def race(budget: Budget, mix_len: int, contenders: list[Contender]) -> dict[str,
             t = time.perf_counter_ns()
             allowed = c.run(c.iters)
             elapsed = time.perf_counter_ns() - t
-            if c.allowed_per_mix is not None and allowed != c.allowed_per_mix * c.iters:
+            if allowed != c.allowed_per_mix * c.iters:
                 raise BenchError(f"{c.name}: {allowed} allows in {c.iters} mixes, expected {c.allowed_per_mix} a mix")
             assert c.samples is not None
             c.samples.append(elapsed / (c.iters * mix_len))
@@ -187,34 +193,111 @@ def _floor_rules(path: Path) -> tuple[Any, float]:
 
 # -- Cedar --------------------------------------------------------------------
 
+AGENT = {"type": "Agent", "id": "agent"}
+CALL_ACTION = {"type": "Action", "id": "call"}
+CONFIRMATION_FIELDS = ("confirmed", "confirmation")
+
+
+def cedar_request(call: bytes) -> dict[str, Any] | None:
+    """The gateway's adapter, from the same bytes toolgate gets: the Cedar
+    request for an MCP call (as the workload's adapter writes it in mix.json),
+    or None for a call that is not a JSON object with a string name (a deny).
+    `confirmed`/`confirmation` go in as given: the schema types them Bool, so
+    request validation refuses anything but a JSON boolean."""
+    try:
+        value = json.loads(call)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    arguments = value.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif not isinstance(arguments, dict):
+        return None
+    context: dict[str, Any] = {"surface": "confirming", "args": list(arguments)}
+    for field in CONFIRMATION_FIELDS:
+        if field in arguments:
+            context[field] = arguments[field]
+    return {
+        "principal": AGENT,
+        "action": CALL_ACTION,
+        "resource": {"type": "Tool", "id": value["name"]},
+        "context": context,
+    }
+
+
+def entities_by_tool(entities_json: str) -> tuple[dict[str, str], str]:
+    """What the call needs, per tool name: the Agent and that Tool, as the JSON
+    text cedarpy takes (built once); and the Agent alone, for unknown tools."""
+    entities = json.loads(entities_json)
+    agents = [e for e in entities if e["uid"]["type"] == "Agent"]
+    by_tool = {
+        e["uid"]["id"]: json.dumps([*agents, e], separators=(",", ":")) for e in entities if e["uid"]["type"] == "Tool"
+    }
+    return by_tool, json.dumps(agents, separators=(",", ":"))
+
+
+def always(entities: Any) -> Callable[[str], Any]:
+    """The preloaded entity store of the whole catalog, for every call."""
+    return lambda _tool: entities
+
+
+def needed(by_tool: dict[str, str], agent_only: str) -> Callable[[str], str]:
+    """Only the entities the call needs, looked up by tool name."""
+    return lambda tool: by_tool.get(tool, agent_only)
+
 
 @dataclass
 class Cedar:
+    """cedarpy's preloaded handles; per call, the adapter and one authorization."""
+
     policies: Any
     schema: Any
 
-    def authorize_loop(self, requests: list[dict[str, Any]], entities: list[Any]) -> Callable[[int], int]:
+    def decide(self, call: bytes, entities_for: Callable[[str], Any]) -> bool:
         import cedarpy
 
-        authorize = cedarpy.is_authorized
+        request = cedar_request(call)
+        if request is None:
+            return False
+        entities = entities_for(request["resource"]["id"])
+        return bool(cedarpy.is_authorized(request, self.policies, entities, schema=self.schema).allowed)
+
+    def loop(self, calls: list[bytes], entities_for: Callable[[str], Any]) -> Callable[[int], int]:
+        import cedarpy
+
+        authorize, adapter = cedarpy.is_authorized, cedar_request
         policies, schema = self.policies, self.schema
-        pairs = list(zip(requests, entities, strict=True))
 
         def run(iters: int) -> int:
             allowed = 0
             for _ in range(iters):
-                for request, ents in pairs:
-                    if authorize(request, policies, ents, schema=schema).allowed:
+                for call in calls:
+                    request = adapter(call)
+                    if request is None:
+                        continue
+                    entities = entities_for(request["resource"]["id"])
+                    if authorize(request, policies, entities, schema=schema).allowed:
                         allowed += 1
             return allowed
 
         return run
 
 
-def cedar_request(mix_call: dict[str, Any]) -> dict[str, Any]:
-    request = dict(mix_call["cedar_request"])
-    request["context"] = json.dumps(request["context"], separators=(",", ":"))
-    return request
+def toolgate_decider(rules: Any, calls: list[bytes], context: str) -> Callable[[int], bool]:
+    def decide(i: int) -> bool:
+        decision = rules.evaluate_json(calls[i], context)
+        ok = json.loads(decision)["ok"]
+        if ok != decision.startswith(ALLOW_PREFIX):
+            raise BenchError(f"decision does not start with its `ok`: {decision}")
+        return bool(ok)
+
+    return decide
+
+
+def cedar_decider(cedar: Cedar, calls: list[bytes], entities_for: Callable[[str], Any]) -> Callable[[int], bool]:
+    return lambda i: cedar.decide(calls[i], entities_for)
 
 
 # -- the run ------------------------------------------------------------------
@@ -289,8 +372,9 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
     if not validation.validation_passed:
         raise BenchError(f"the Cedar policies do not validate against the schema: {validation.errors}")
     cedar = Cedar(policy_set, schema)
-    requests = [cedar_request(m) for m in mix]
-    call_entities = [json.dumps(m["cedar_entities"], separators=(",", ":")) for m in mix]
+    for m, call in zip(mix, calls, strict=True):
+        if cedar_request(call) != m["cedar_request"]:
+            raise BenchError(f"the adapter's request for {m['call_json']} is not mix.json's: {cedar_request(call)}")
 
     results: dict[str, Any] = {}
     header = (
@@ -299,8 +383,8 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
     )
     print(
         f"python {platform.python_version()}: toolgate {metadata.version('toolgate')} (wasmtime "
-        f"{metadata.version('wasmtime')}) vs cedarpy {metadata.version('cedarpy')}; median of {budget.rounds} "
-        f"rounds, about {budget.slice_seconds:g} s per contender per round",
+        f"{metadata.version('wasmtime')}) vs cedarpy {metadata.version('cedarpy')}; ns per decision, median of "
+        f"{budget.rounds} round(s) of about {budget.slice_seconds:g} s per contender",
         flush=True,
     )
     print(header, flush=True)
@@ -314,36 +398,26 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
             partial(RuleSet.load, catalog=structural_catalog, policy=policy, load_fuel=LOAD_FUEL)
         )
         store, cedar_load_s = timed(partial(cedarpy.Entities.from_json_str, entities_text, schema))
+        by_tool, agent_only = entities_by_tool(entities_text)
         del catalog, structural_catalog, entities_text
+        if scale == "34":  # the seed's own entities: what mix.json says each call needs
+            for m in mix:
+                if json.loads(by_tool.get(m["call"]["name"], agent_only)) != m["cedar_entities"]:
+                    raise BenchError(f"the entities for {m['call_json']} are not mix.json's")
 
-        def toolgate_ok(rs: Any) -> Callable[[int], bool]:
-            def decide(i: int) -> bool:
-                decision = rs.evaluate_json(calls[i], context)
-                ok = json.loads(decision)["ok"]
-                if ok != decision.startswith(ALLOW_PREFIX):
-                    raise BenchError(f"decision does not start with its `ok`: {decision}")
-                return bool(ok)
-
-            return decide
-
-        def cedar_ok(entities: list[Any]) -> Callable[[int], bool]:
-            def decide(i: int) -> bool:
-                return bool(cedarpy.is_authorized(requests[i], policy_set, entities[i], schema=schema).allowed)
-
-            return decide
-
+        store_entities, call_entities = always(store), needed(by_tool, agent_only)
         check_agreement(
             scale,
             mix,
             {
-                "toolgate": toolgate_ok(rules),
-                "toolgate (structural schemas)": toolgate_ok(structural),
-                "cedar (entity store)": cedar_ok([store] * len(mix)),
-                "cedar (per-call entities)": cedar_ok(call_entities),
+                "toolgate": toolgate_decider(rules, calls, context),
+                "toolgate (structural schemas)": toolgate_decider(structural, calls, context),
+                "cedar (entity store)": cedar_decider(cedar, calls, store_entities),
+                "cedar (per-call entities)": cedar_decider(cedar, calls, call_entities),
             },
         )
         floor_decision = floor.evaluate_json(calls[0], context)
-        if not isinstance(floor_decision, str) or not floor_decision.startswith('{"ok":'):
+        if not isinstance(floor_decision, str) or not floor_decision.startswith(ALLOW_PREFIX):
             raise BenchError(f"the floor answered {floor_decision!r}")
 
         figures = race(
@@ -352,9 +426,9 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
             [
                 Contender("toolgate", toolgate_loop(rules, calls, context), allowed_per_mix),
                 Contender("toolgate_structural", toolgate_loop(structural, calls, context), allowed_per_mix),
-                Contender("cedar_store", cedar.authorize_loop(requests, [store] * len(mix)), allowed_per_mix),
-                Contender("cedar_call_entities", cedar.authorize_loop(requests, call_entities), allowed_per_mix),
-                Contender("floor", floor_run, None),
+                Contender("cedar_store", cedar.loop(calls, store_entities), allowed_per_mix),
+                Contender("cedar_call_entities", cedar.loop(calls, call_entities), allowed_per_mix),
+                Contender("floor", floor_run, len(mix)),  # its fixed answer is an allow
             ],
         )
         cedar_best = min(("cedar_store", "cedar_call_entities"), key=lambda k: figures[k])
@@ -378,7 +452,7 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
             f"{row['toolgate_load_ms']:>11.1f} {row['cedar_load_ms']:>14.1f}",
             flush=True,
         )
-        del rules, structural, store
+        del rules, structural, store, by_tool, store_entities, call_entities
     if "34" in results:
         start["seed_load_ms"] = results["34"]["toolgate_load_ms"]
     for scale in ("1000", "10000"):
@@ -397,7 +471,7 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
     return {
         "runtime": "python",
         "peer": f"cedarpy {metadata.version('cedarpy')} (is_authorized with preloaded PolicySet, Schema and Entities "
-        "handles; request validated against the schema)",
+        "handles, request validated against the schema, built per call from the call bytes)",
         "toolgate_api": "RuleSet.evaluate_json(call_bytes, context_text)",
         "python": platform.python_version(),
         "rounds": budget.rounds,

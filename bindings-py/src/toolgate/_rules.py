@@ -189,8 +189,8 @@ class RuleSet:
             if self._inst is not None and not self._inst.poisoned:
                 self._handle.drop(self._inst.store)
 
-    def _call(self, name: str, *args: Any) -> Any:
-        """Calls a method; re-instantiates after a trap. Raises `_runtime.Trap`."""
+    def _live(self) -> _runtime.Instance:
+        """The instance; a new one after a trap. Raises `_runtime.Trap`."""
         if self._inst is None or self._inst.poisoned:
             self._inst = None
             try:
@@ -198,7 +198,11 @@ class RuleSet:
             except EngineFault as fault:
                 raise _runtime.Trap(fault.code, fault.message) from None
         assert self._inst is not None
-        return self._inst.call(name, self._handle, *args, fuel=self.call_fuel)
+        return self._inst
+
+    def _call(self, name: str, *args: Any) -> Any:
+        """Calls a method; re-instantiates after a trap. Raises `_runtime.Trap`."""
+        return self._live().call(name, self._handle, *args, fuel=self.call_fuel)
 
     # -- the contract -------------------------------------------------------
 
@@ -208,12 +212,12 @@ class RuleSet:
         if len(call) > MAX_INPUT_BYTES or _too_large(context):
             return FAULTS["INPUT_TOO_LARGE"]
         try:
-            context.encode("utf-8")
+            text = context.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: send it as a JSON escape the engine can judge
-            context = context.encode("utf-8", "backslashreplace").decode("utf-8")
+            text = context.encode("utf-8", "backslashreplace")
         with self._lock:
             try:
-                return self._call("[method]rule-set.evaluate", call, context)  # type: ignore[no-any-return]
+                return self._live().evaluate(self._handle, call, text, self.call_fuel)
             except _runtime.Trap as trap:
                 return FAULTS.get(trap.code, FAULTS["ENGINE_TRAP"])
 

@@ -39,6 +39,15 @@ _VAL_SIZE = ctypes.sizeof(_VAL)
 _VAL_OF = _VAL.of.offset
 _KIND_U8 = ffi.WASMTIME_COMPONENT_U8.value
 _KIND_LIST = ffi.WASMTIME_COMPONENT_LIST
+_KIND_STRING = ffi.WASMTIME_COMPONENT_STRING
+_KIND_RESOURCE = ffi.WASMTIME_COMPONENT_RESOURCE
+_VAL_PTR = ctypes.POINTER(_VAL)
+_BYTE_PTR = ctypes.POINTER(ctypes.c_ubyte)
+#: `evaluate` keeps its argument buffers for calls and contexts up to this many
+#: bytes (a call byte takes a 32-byte `list<u8>` value: 2 MiB); larger ones get
+#: buffers for that call only. They start with room for this many:
+_KEPT_ARGUMENT_BYTES = 64 * 1024
+_FIRST_ARGUMENT_BYTES = 256
 
 
 class Trap(Exception):
@@ -261,6 +270,7 @@ class Instance:
                 raise RuntimeError(f"the component does not export {INTERFACE}#{name}")
             self.fns[name] = _Fn(func, self.store)
         self.poisoned = False
+        self._evaluate_args: _EvaluateArgs | None = None
 
     def call(self, name: str, *args: Any, fuel: int = DEFAULT_CALL_FUEL) -> Any:
         if self.poisoned:
@@ -292,23 +302,138 @@ class Instance:
                 1 if fn.result is not None else 0,
             )
             if err:
-                error = wasmtime.WasmtimeError._from_ptr(err)
-                self.poisoned = True
-                try:
-                    exhausted = store.get_fuel() == 0
-                except wasmtime.WasmtimeError:
-                    exhausted = False
-                frames = _frames(error)
-                if exhausted:
-                    code = "ENGINE_LIMIT"
-                elif self.rt.out_of_memory(frames):
-                    code = "ENGINE_OUT_OF_MEMORY"
-                else:
-                    code = "ENGINE_TRAP"
-                raise Trap(code, _trap_reason(str(error)), frames)
+                raise self._trap(err)
             if fn.result is None:
                 return None
             return fn.result.convert_from_c(result)
         finally:
             for i in range(lowered):
                 ffi.wasmtime_component_val_delete(ctypes.byref(params[i]))
+
+    def evaluate(self, handle: wc.ResourceAny, call: bytes, context: bytes, fuel: int = DEFAULT_CALL_FUEL) -> str:
+        """``[method]rule-set.evaluate``, the hot path: `call`'s result for
+        ``(handle, call, context)`` with `context` already UTF-8, without its
+        per-call copies (see `_EvaluateArgs`)."""
+        if self.poisoned:
+            raise Trap("ENGINE_TRAP", "the instance trapped earlier and cannot be re-entered")
+        args = self._evaluate_args
+        if args is None:
+            args = self._evaluate_args = _EvaluateArgs(self.fns["[method]rule-set.evaluate"])
+        store = self.store
+        try:
+            args.lend(handle, call, context)
+            store.set_fuel(fuel)
+            err = ffi.wasmtime_component_func_call(
+                args.func, store._context(), args.array, 3, ctypes.byref(args.result), 1
+            )
+        finally:
+            args.settle()
+        if err:
+            raise self._trap(err)
+        return args.lift()  # type: ignore[no-any-return]
+
+    def _trap(self, err: Any) -> Trap:
+        """Poisons the instance and says why the call failed."""
+        error = wasmtime.WasmtimeError._from_ptr(err)
+        self.poisoned = True
+        try:
+            exhausted = self.store.get_fuel() == 0
+        except wasmtime.WasmtimeError:
+            exhausted = False
+        frames = _frames(error)
+        if exhausted:
+            code = "ENGINE_LIMIT"
+        elif self.rt.out_of_memory(frames):
+            code = "ENGINE_OUT_OF_MEMORY"
+        else:
+            code = "ENGINE_TRAP"
+        return Trap(code, _trap_reason(str(error)), frames)
+
+
+class _EvaluateArgs:
+    """The three arguments of ``evaluate``, lent to wasmtime where they lie.
+
+    ``wasmtime_component_func_call`` only reads its arguments (it converts them
+    by reference; the caller frees them, as `Instance.call` and wasmtime-py's
+    ``Func.__call__`` do). So instead of copying each argument into memory
+    wasmtime allocates and freeing it after the call, the handle slot points
+    at the rule set's own resource handle (no clone), the ``list<u8>`` slot at
+    a buffer of ``u8`` values whose payload bytes are overwritten with the
+    call's, and the string slot at a buffer holding the context's UTF-8 bytes.
+    Nothing is freed after the call: these slots are never passed to
+    ``wasmtime_component_val_delete``. The buffers belong to the instance (not
+    thread-safe, like it: callers lock) and are replaced, never resized.
+    """
+
+    __slots__ = ("array", "func", "lift_result", "list", "resource", "result", "string", "text", "values")
+
+    def __init__(self, fn: _Fn) -> None:
+        self.func = ctypes.byref(fn.func._func)
+        assert fn.result is not None
+        self.lift_result = fn.result.convert_from_c
+        self.result = _VAL()
+        self.array = (_VAL * 3)()
+        self.array[0].kind = _KIND_RESOURCE
+        self.array[1].kind = _KIND_LIST
+        self.array[2].kind = _KIND_STRING
+        self.resource = self.array[0].of
+        self.list = self.array[1].of.list
+        self.string = self.array[2].of.string
+        self.values = _Buffer(self.list, _FIRST_ARGUMENT_BYTES, u8_values=True)
+        self.text = _Buffer(self.string, _FIRST_ARGUMENT_BYTES, u8_values=False)
+
+    def lend(self, handle: wc.ResourceAny, call: bytes, context: bytes) -> None:
+        self.resource.resource = handle.ptr()
+        n = len(call)
+        values = self.values if n <= self.values.cap else self._grow_values(n)
+        if n:
+            values.view[_VAL_OF : _VAL_OF + n * _VAL_SIZE : _VAL_SIZE] = call
+        self.list.size = n
+        m = len(context)
+        text = self.text if m <= self.text.cap else self._grow_text(m)
+        if m:
+            text.view[:m] = context
+        self.string.size = m
+
+    def _grow_values(self, n: int) -> _Buffer:
+        self.values = _Buffer(self.list, _grown(self.values.cap, n), u8_values=True)
+        return self.values
+
+    def _grow_text(self, n: int) -> _Buffer:
+        self.text = _Buffer(self.string, _grown(self.text.cap, n), u8_values=False)
+        return self.text
+
+    def settle(self) -> None:
+        """After a call: lets go of a buffer made for that call only."""
+        if self.values.cap > _KEPT_ARGUMENT_BYTES:
+            self.values = _Buffer(self.list, _FIRST_ARGUMENT_BYTES, u8_values=True)
+        if self.text.cap > _KEPT_ARGUMENT_BYTES:
+            self.text = _Buffer(self.string, _FIRST_ARGUMENT_BYTES, u8_values=False)
+
+    def lift(self) -> Any:
+        return self.lift_result(self.result)
+
+
+def _grown(cap: int, n: int) -> int:
+    """A kept buffer doubles up to the kept size; past it, exactly `n`."""
+    return n if n > _KEPT_ARGUMENT_BYTES else min(max(n, 2 * cap), _KEPT_ARGUMENT_BYTES)
+
+
+class _Buffer:
+    """Room for `cap` items that a `list` or `string` slot points at: `list<u8>`
+    values (kinds set, payload bytes written per call) or UTF-8 bytes. `view`
+    is its bytes, to write in place."""
+
+    __slots__ = ("cap", "items", "view")
+
+    def __init__(self, slot: Any, cap: int, *, u8_values: bool) -> None:
+        self.cap = cap  # > 0: never a null pointer, even for empty arguments
+        if u8_values:
+            self.items: Any = (_VAL * cap)()
+            self.view = memoryview(self.items).cast("B")
+            self.view[0::_VAL_SIZE] = bytes((_KIND_U8,)) * cap
+            slot.data = ctypes.cast(self.items, _VAL_PTR)
+        else:
+            self.items = (ctypes.c_ubyte * cap)()
+            self.view = memoryview(self.items).cast("B")
+            slot.data = ctypes.cast(self.items, _BYTE_PTR)
