@@ -225,7 +225,11 @@ shared.forEach(([name], k) => {
 });
 console.log(`decision bytes: toolgate ${decisions.map((d) => d.length).join(', ')}; floor ${floorDecision.length}`);
 
-if (argv.includes('--cpu-prof')) {
+/**
+ * A V8 CPU profile of `evaluate(bytes, ctx).ok` in a loop: self time by function and by kind.
+ * @param {string} label @param {import('toolgate').Toolgate} gate
+ */
+async function cpuProfile(label, gate) {
   const session = new Session();
   session.connect();
   await session.post('Profiler.enable');
@@ -233,20 +237,35 @@ if (argv.includes('--cpu-prof')) {
   await session.post('Profiler.start');
   const until = performance.now() + 3000;
   let sink = 0;
-  while (performance.now() < until) for (let i = 0; i < n; i++) if (toolgate.gate.evaluate(bytes[i], contexts[i]).ok) sink++;
+  while (performance.now() < until) for (let i = 0; i < n; i++) if (gate.evaluate(bytes[i], contexts[i]).ok) sink++;
   const { profile } = /** @type {any} */ (await session.post('Profiler.stop'));
   session.disconnect();
   /** @type {Map<number, any>} */
   const byId = new Map(profile.nodes.map((/** @type {any} */ nd) => [nd.id, nd]));
   /** @type {Map<string, number>} */
   const self = new Map();
+  /** @type {Map<string, number>} */
+  const kinds = new Map();
   for (const id of profile.samples) {
     const f = byId.get(id).callFrame;
     const key = `${f.functionName || '(anonymous)'} ${f.url ? `${f.url.split('/').slice(-2).join('/')}:${f.lineNumber + 1}` : ''}`.trim();
     self.set(key, (self.get(key) ?? 0) + 1);
+    const kind = f.url.startsWith('wasm://') ? 'wasm (the component)'
+      : key.startsWith('get value ') ? 'JSON.parse of the decision (Decision.ok)'
+        : /^(encode|decode|encodeUtf8String|encodeInto)\b/.test(key) || /node:internal\/encoding/.test(key) ? 'TextEncoder/TextDecoder'
+          : key.startsWith('(garbage collector)') ? 'GC'
+            : key.startsWith('(program)') || key.startsWith('(idle)') ? 'V8/other'
+              : 'package JS (evaluate, fast path, Decision)';
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
   }
   const total = profile.samples.length;
-  console.log(`\nCPU profile of evaluate(bytes, ctx).ok, ${total} samples (${sink > 0 ? 'ok' : ''}), self time:`);
-  for (const [key, c] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 18)) console.log(`${(100 * c / total).toFixed(1).padStart(5)}%  ${key}`);
+  console.log(`\nCPU profile, ${label}: evaluate(bytes, ctx).ok for 3 s, ${total} samples${sink > 0 ? '' : ' (nothing allowed?)'}; by kind:`);
+  for (const [k, c] of [...kinds].sort((a, b) => b[1] - a[1])) console.log(`${(100 * c / total).toFixed(1).padStart(5)}%  ${k}`);
+  console.log('top functions (self):');
+  for (const [key, c] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 10)) console.log(`${(100 * c / total).toFixed(1).padStart(5)}%  ${key}`);
+}
+if (argv.includes('--cpu-prof')) {
+  await cpuProfile('toolgate', toolgate.gate);
+  await cpuProfile('floor', floor.gate);
 }
 for (const x of [toolgate, floor]) { x.gate.close(); x.jco.close(); }

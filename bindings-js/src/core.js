@@ -200,7 +200,18 @@ export class Decision {
   }
   /** The parsed decision object. */
   get value() { return this.#value ??= JSON.parse(this.json); }
-  get ok() { return this.value.ok === true; }
+  /**
+   * Whether the call is allowed. SPEC §5: the canonical writer puts `ok` first
+   * (`{"ok":true,` / `{"ok":false,`), so it is read from the bytes without
+   * parsing them (a parse is ~15 % of a decision in Node); anything else is parsed.
+   */
+  get ok() {
+    if (this.#value === undefined) {
+      if (this.json.startsWith('{"ok":true,')) return true;
+      if (this.json.startsWith('{"ok":false,')) return false;
+    }
+    return this.value.ok === true;
+  }
   get error() { return this.value.error; }
   get metadata() { return this.value.metadata; }
   /** The error code, or null when the call is allowed. */

@@ -46,6 +46,12 @@ test('a decision is typed and keeps the exact canonical bytes', () => {
   assert.equal(ok.ok, true);
   assert.equal(ok.error, null);
   assert.equal(ok.code, null);
+  // `ok` is read from the canonical prefix (SPEC §5) before any parse, and agrees with it.
+  for (const json of [d.json, ok.json, ...Object.values(HOST_FAULTS)]) {
+    assert.equal(new Decision(json).ok, JSON.parse(json).ok === true, json);
+  }
+  assert.equal(new Decision('{"error":null,"ok":true}').ok, true, 'not canonical: parsed');
+  assert.equal(new Decision('{ "ok": false }').ok, false, 'not canonical: parsed');
 });
 
 test('context: object (allowedTools or allowed_tools), JSON text, or nothing', () => {
