@@ -24,9 +24,10 @@
 //   is allowed. The API ties entity parsing to the same schema. There is no way
 //   to preload entities in this API, so the catalog size enters Cedar only
 //   through the Map lookup; Cedar is still timed at every scale, in the same
-//   rounds. The request (principal, action, resource, context) is the adapter's
-//   output from mix.json, built before timing: Cedar is not charged for turning
-//   the MCP call into a request; toolgate is charged for parsing the call.
+//   rounds. The request is built per call from the same call bytes toolgate
+//   gets, by the gateway's adapter (`cedarRequest`: decode, JSON.parse, the
+//   request as the workload's adapter writes it; checked equal to mix.json's
+//   `cedar_request` before timing), as the Rust and Python harnesses do.
 // - The floor: target/bench/floor.wasm transpiled by bindings-js's build script
 //   into target/bench/node-floor (a copy of the installed package with the
 //   floor's gen/, see floor.mjs), loaded and called exactly like toolgate.
@@ -224,19 +225,49 @@ const toolgateContender = (gate, name, allowedPerMix) => ({
   allowedPerMix,
 });
 
+const decoder = new TextDecoder();
+const AGENT = { type: 'Agent', id: 'agent' };
+const CALL_ACTION = { type: 'Action', id: 'call' };
+const CONFIRMATION_FIELDS = ['confirmed', 'confirmation'];
 /**
- * Cedar per call: the request and the entities the call needs.
+ * The gateway's adapter, from the same bytes toolgate gets: the Cedar request
+ * for an MCP call (as the workload's adapter writes it in mix.json), or null
+ * for a call that is not a JSON object with a string name (a deny).
+ * `confirmed`/`confirmation` go in as given: the schema types them Bool, so
+ * request validation refuses anything but a JSON boolean.
+ * @param {Uint8Array} bytes
+ * @returns {CedarRequest | null}
+ */
+function cedarRequest(bytes) {
+  let call;
+  try {
+    call = JSON.parse(decoder.decode(bytes));
+  } catch {
+    return null;
+  }
+  if (call === null || typeof call !== 'object' || Array.isArray(call) || typeof call.name !== 'string') return null;
+  let args = call.arguments;
+  if (args === undefined || args === null) args = {};
+  else if (typeof args !== 'object' || Array.isArray(args)) return null;
+  /** @type {import('@cedar-policy/cedar-wasm/nodejs').Context} */
+  const context = { surface: 'confirming', args: Object.keys(args) };
+  for (const field of CONFIRMATION_FIELDS) if (Object.hasOwn(args, field)) context[field] = args[field];
+  return { principal: AGENT, action: CALL_ACTION, resource: { type: 'Tool', id: call.name }, context };
+}
+
+/**
+ * Cedar per call: the adapter's request from the call bytes, and the entities the call needs.
  * @param {Map<string, Entity>} tools
  * @param {Entity} agent
  * @param {string} scale
  * @returns {Contender}
  */
 function cedarContender(tools, agent, scale) {
-  const requests = mix.map((m) => m.cedar_request);
   return {
     name: `cedar at ${scale}`,
     run: (i) => {
-      const r = requests[i];
+      const r = cedarRequest(callBytes[i]);
+      if (r === null) return false;
       const tool = tools.get(r.resource.id);
       const answer = cedar.statefulIsAuthorized({
         principal: r.principal,
@@ -325,6 +356,9 @@ for (const scale of SCALES) {
   ];
   // Everyone agrees with the mix before anything is timed.
   mix.forEach((m, i) => {
+    if (!isDeepStrictEqual(cedarRequest(callBytes[i]), m.cedar_request)) {
+      fail(`the adapter's Cedar request for \`${m.call_json}\` differs from mix.json's cedar_request`);
+    }
     const tool = tools.get(m.cedar_request.resource.id);
     const perCall = tool === undefined ? [agent] : [agent, tool];
     if (!isDeepStrictEqual(perCall, m.cedar_entities)) {
@@ -377,6 +411,7 @@ const num = (x, w) => Math.round(x).toLocaleString('en-US').padStart(w);
 const ratio = (x, w) => x.toFixed(x < 0.1 ? 3 : 2).padStart(w);
 const out = [];
 out.push(`node ${process.version}: toolgate ${pkg.version} (npm pack; evaluate(Uint8Array call, context JSON text).ok) vs ${peer}`);
+out.push('Cedar per call: adapter from the call bytes + statefulIsAuthorized (policies and schema preparsed; validateRequest on; entities: Agent + the Tool)');
 out.push(`median of ${budget.rounds} round(s) of the ${n}-call mix, round-robin; ${mode} run; load average ${loadAtStart.toFixed(1)} -> ${loadAtEnd.toFixed(1)} (2 cores)`);
 out.push(`${'tools'.padStart(6)} ${'toolgate ns'.padStart(12)} ${'structural'.padStart(11)} ${'cedar ns'.padStart(10)} ${'floor ns'.padStart(9)} ${'tg/cedar'.padStart(9)} ${'tg/floor'.padStart(9)} ${'load ms'.padStart(9)} ${'(struct.)'.padStart(9)}`);
 for (const r of rows) {
@@ -398,6 +433,8 @@ if (jsonOut) {
     node: process.version,
     toolgate: `${pkg.name} ${pkg.version} (npm pack of bindings-js)`,
     call_form: 'evaluate(Uint8Array of the call JSON, context JSON text).ok',
+    cedar_call: 'adapter from the call bytes (decode, JSON.parse, request) + statefulIsAuthorized({ request, entities: [Agent, Tool if any], preparsedPolicySetId, preparsedSchemaName, validateRequest: true })',
+    cedar_preloaded: 'policy set and schema (preparsePolicySet, preparseSchema); entities cannot be preloaded in this API',
     mode,
     rounds: budget.rounds,
     mix_calls: n,
