@@ -12,6 +12,8 @@ fn main() {
         "policy-component",
         "wit",
         "Cargo.lock",
+        // The guest profile lives in the workspace manifest.
+        "Cargo.toml",
         ".cargo/config.toml",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());

@@ -235,8 +235,14 @@ impl Decision {
 pub struct Limits {
     /// Fuel (≈ wasm instructions) for one evaluate / list / turn call.
     pub call_fuel: u64,
-    /// Fuel for loading a rule set (parsing and compiling every schema).
+    /// Fuel for loading a rule set (parsing and compiling every schema): at
+    /// least this much, and more for a big catalog (see below).
     pub load_fuel: u64,
+    /// Load fuel per byte of policy and catalog text, when that is more than
+    /// `load_fuel`: loading costs in proportion to the tools it compiles, so
+    /// a 10 000-tool catalog must not hit a limit sized for 34 (a hang is
+    /// still stopped: the budget is finite for any input under the size cap).
+    pub load_fuel_per_input_byte: u64,
     /// Linear memory cap per rule set, in bytes.
     pub max_memory_bytes: usize,
     /// Largest call, context, state or input accepted, in bytes.
@@ -248,6 +254,7 @@ impl Default for Limits {
         Limits {
             call_fuel: 2_000_000_000,
             load_fuel: 50_000_000_000,
+            load_fuel_per_input_byte: 100_000,
             max_memory_bytes: 1 << 30,
             max_input_bytes: 4 * 1024 * 1024,
         }
@@ -444,7 +451,12 @@ impl Engine {
 
     fn load_live(&self, policy: Option<&str>, catalog: &str) -> Result<Live, Error> {
         let (mut store, instance) = self.instantiate()?;
-        store.set_fuel(self.inner.limits.load_fuel).map_err(component_error)?;
+        let limits = self.inner.limits;
+        let input_bytes = (catalog.len() + policy.map_or(0, str::len)) as u64;
+        let fuel = limits
+            .load_fuel
+            .max(input_bytes.saturating_mul(limits.load_fuel_per_input_byte));
+        store.set_fuel(fuel).map_err(component_error)?;
         let rules = instance.toolgate_policy_engine().rule_set();
         let loaded = rules.call_load(&mut store, policy, catalog);
         let handle = match loaded {

@@ -10,11 +10,12 @@ use toolgate::{COMPONENT, Context, Engine, Error, Limits, faults};
 /// any shim: it imports nothing. An entry here needs a reason next to it.
 const ALLOWED_IMPORTS: &[&str] = &[];
 
-/// Raw size budget in bytes. The engine issue set 3 MB to start; the guest
-/// is built at opt-level "z" and is 3.19 MB today (jsonschema + regex +
-/// serde-saphyr); `wasm-opt -Oz` takes it to 2.69 MB and is the next step
-/// (see CHANGELOG). This test stops it from growing meanwhile.
-const SIZE_BUDGET_BYTES: usize = 3_250_000;
+/// Size budget, gzipped (what an edge worker's limit counts). The
+/// performance issue targets 1 MB; the guest at opt-level "s" (twice as fast
+/// as "z") is 1.11 MB with jsonschema + regex + serde-saphyr, so this guards
+/// today's size against growth while `wasm-opt` is not in the build (see
+/// CHANGELOG).
+const GZIP_BUDGET_BYTES: usize = 1_150_000;
 
 const CATALOG: &str = r#"{"tools":[
   {"name":"lookup","annotations":{"readOnlyHint":true},"inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}},
@@ -34,9 +35,13 @@ fn component_imports_nothing_and_exports_the_versioned_interface() {
 
 #[test]
 fn component_fits_its_size_budget() {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(COMPONENT).unwrap();
+    let gzipped = gz.finish().unwrap().len();
     assert!(
-        COMPONENT.len() <= SIZE_BUDGET_BYTES,
-        "component is {} bytes, budget {SIZE_BUDGET_BYTES}",
+        gzipped <= GZIP_BUDGET_BYTES,
+        "component is {gzipped} bytes gzipped ({} raw), budget {GZIP_BUDGET_BYTES}",
         COMPONENT.len()
     );
 }

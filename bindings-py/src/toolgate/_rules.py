@@ -112,7 +112,7 @@ class RuleSet:
         catalog: str,
         policy: str | None = None,
         call_fuel: int = _runtime.DEFAULT_CALL_FUEL,
-        load_fuel: int = _runtime.DEFAULT_LOAD_FUEL,
+        load_fuel: int | None = None,
         memory_limit: int | None = _runtime.DEFAULT_MEMORY_LIMIT,
     ) -> None:
         self._catalog = catalog
@@ -171,7 +171,11 @@ class RuleSet:
                 f"the component implements toolgate:policy {version}, this package needs {_runtime.CONTRACT_VERSION}",
             )
         try:
-            result = inst.call("[static]rule-set.load", self._policy, self._catalog, fuel=self.load_fuel)
+            fuel = self.load_fuel
+            if fuel is None:
+                input_bytes = len(self._catalog) + len(self._policy or "")
+                fuel = max(_runtime.DEFAULT_LOAD_FUEL, input_bytes * _runtime.LOAD_FUEL_PER_INPUT_BYTE)
+            result = inst.call("[static]rule-set.load", self._policy, self._catalog, fuel=fuel)
         except _runtime.Trap as trap:
             raise EngineFault(trap.code, f"the policy engine failed while loading the rules: {trap.detail}") from None
         if not isinstance(result, _runtime.wc.ResourceAny):

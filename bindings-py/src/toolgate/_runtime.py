@@ -29,6 +29,11 @@ INTERFACE = f"toolgate:policy/engine@{CONTRACT_VERSION}"
 DEFAULT_CALL_FUEL = 5_000_000_000
 #: Fuel for `load` (the 34-tool seed catalog uses about 0.6 billion).
 DEFAULT_LOAD_FUEL = 100_000_000_000
+#: Without an explicit ``load_fuel``, a big catalog gets more: this much per
+#: byte of policy and catalog text, when that is more than ``DEFAULT_LOAD_FUEL``
+#: (loading costs in proportion to the tools it compiles; a hang still runs
+#: out, the budget is finite).
+LOAD_FUEL_PER_INPUT_BYTE = 100_000
 #: Cap on the component's linear memory per rule set (the store's limit): a
 #: `memory.grow` past it fails, the guest's allocator aborts, and the call is
 #: denied ``ENGINE_OUT_OF_MEMORY``. A 4 MiB call peaks at about 60 MiB.
