@@ -63,7 +63,7 @@ def table(results: dict[str, dict[str, Any]]) -> list[str]:
 def scale(results: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["", "Scale: ns per decision by catalog size (toolgate | cedar):"]
     sizes = sorted({int(s) for e in results.values() for s in e["scales"]})
-    lines.append(f"{'runtime':<14}" + "".join(f" {n:>20,}" for n in sizes) + f" {'tg 10k/34':>10}")
+    lines.append(f"{'runtime':<14}" + "".join(f" {n:>24,}" for n in sizes) + f" {'tg 10k/34':>10}")
     for runtime in RUNTIMES:
         entry = results.get(runtime)
         if not entry:
@@ -71,7 +71,7 @@ def scale(results: dict[str, dict[str, Any]]) -> list[str]:
         row = f"{runtime:<14}"
         for n in sizes:
             figures = entry["scales"].get(str(n))
-            row += f" {fmt_ns(figures['toolgate_ns']) + ' | ' + fmt_ns(figures['cedar_ns']):>20}" if figures else f" {'-':>20}"
+            row += f" {fmt_ns(figures['toolgate_ns']) + ' | ' + fmt_ns(figures['cedar_ns']):>24}" if figures else f" {'-':>24}"
         first, last = entry["scales"].get(str(sizes[0])), entry["scales"].get(str(sizes[-1]))
         if first and last:
             row += f" {last['toolgate_ns'] / first['toolgate_ns']:>10.2f}"

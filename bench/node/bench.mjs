@@ -47,7 +47,6 @@ import { pathToFileURL } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { prepareFloor, repoDir } from './floor.mjs';
 
-const SCALES = ['34', '1000', '10000'];
 const PSET = 'toolgate-bench';
 const SCHEMA = 'toolgate-bench';
 
@@ -68,10 +67,12 @@ const option = (name) => {
   return v;
 };
 for (const a of argv) {
-  if (a.startsWith('--') && !['--data', '--json', '--quick', '--smoke'].includes(a)) {
-    fail(`unknown option ${a}\nusage: node bench/node/bench.mjs --data DIR [--quick|--smoke] [--json OUT]`);
+  if (a.startsWith('--') && !['--data', '--json', '--quick', '--smoke', '--scales'].includes(a)) {
+    fail(`unknown option ${a}\nusage: node bench/node/bench.mjs --data DIR [--quick|--smoke] [--scales 34,1000] [--json OUT]`);
   }
 }
+/** Catalog sizes to run (`--scales 34,1000`; bench/run --smoke runs only 34). */
+const SCALES = (option('--scales') ?? '34,1000,10000').split(',');
 const dataDir = resolve(option('--data') ?? join(repoDir, 'target', 'bench-data'));
 const jsonOut = option('--json');
 const mode = argv.includes('--smoke') ? 'smoke' : argv.includes('--quick') ? 'quick' : 'default';
