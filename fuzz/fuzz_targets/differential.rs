@@ -1,0 +1,4 @@
+//! `differential`: see fuzz/README.md and `fuzz_checks::check_differential`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_checks::check_differential(data));

@@ -1,0 +1,4 @@
+//! `evaluate`: see fuzz/README.md and `fuzz_checks::check_evaluate`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_checks::check_evaluate(data));
