@@ -246,17 +246,21 @@ fn schema_concerns(tool: &Tool, args_value: &Value, args: &Map<String, Value>) -
                 concerns.confirmation = true;
             } else if field == IDEMPOTENCY_FIELD {
                 concerns.idempotency = true;
-            } else if concerns.general.len() < MAX_REPORTED_ERRORS {
+            } else {
                 let path = match error.instance_path().as_str() {
                     "" if !field.is_empty() => format!("/{}", field.replace('~', "~0").replace('/', "~1")),
                     p => p.to_owned(),
                 };
                 concerns.general.push((path, keyword));
-            } else {
-                concerns.general.truncate(MAX_REPORTED_ERRORS);
             }
         }
     }
+    // The validator reports in the order it walks the schema's and the
+    // arguments' maps, and that order depends on serde_json's
+    // `preserve_order` feature, which any crate in a build can switch on:
+    // sort before choosing which errors to report, so the bytes cannot.
+    concerns.general.sort_unstable();
+    concerns.general.truncate(MAX_REPORTED_ERRORS);
     concerns
 }
 
