@@ -61,6 +61,12 @@ impl CedarGate {
         let resource = uid(request.get("resource")?).ok()?;
         let context =
             Context::from_json_value(request.get("context")?.clone(), Some((&self.schema, &self.action))).ok()?;
+        self.validated(resource, context)
+    }
+
+    /// The agent calling `resource`, validated against the schema: one rule
+    /// for both adapters.
+    fn validated(&self, resource: EntityUid, context: Context) -> Option<Request> {
         Request::new(
             self.principal.clone(),
             self.action.clone(),
@@ -111,14 +117,8 @@ impl CedarGate {
             return false;
         };
         let resource = EntityUid::from_type_name_and_id(self.tool_type.clone(), EntityId::new(name));
-        Request::new(
-            self.principal.clone(),
-            self.action.clone(),
-            resource,
-            context,
-            Some(&self.schema),
-        )
-        .is_ok_and(|request| self.authorize(&request))
+        self.validated(resource, context)
+            .is_some_and(|request| self.authorize(&request))
     }
 
     pub fn authorize(&self, request: &Request) -> bool {
