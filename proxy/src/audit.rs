@@ -8,10 +8,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::ProxyError;
 
-#[derive(Debug)]
+/// Where audit lines go: a file, or any writer (tests, the gateway fuzz
+/// target).
 pub struct Audit {
-    file: Mutex<std::fs::File>,
+    file: Mutex<Box<dyn Write + Send>>,
     with_args: bool,
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit").field("with_args", &self.with_args).finish_non_exhaustive()
+    }
 }
 
 /// One decision, as written.
@@ -40,10 +47,15 @@ impl Audit {
                 path: path.to_owned(),
                 source,
             })?;
-        Ok(Audit {
-            file: Mutex::new(file),
+        Ok(Audit::to_writer(Box::new(file), with_args))
+    }
+
+    /// Audit lines written to `writer`, one JSON object per line.
+    pub fn to_writer(writer: Box<dyn Write + Send>, with_args: bool) -> Audit {
+        Audit {
+            file: Mutex::new(writer),
             with_args,
-        })
+        }
     }
 
     pub fn write(&self, record: &Record<'_>) {

@@ -11,6 +11,9 @@ use std::time::Duration;
 use toolgate::{Context, Engine, Surface};
 
 use crate::audit::Audit;
+use crate::gate::RelayList;
+use crate::http::GateState;
+use crate::stdio::{ClientLines, DropReport};
 use crate::{Config, Gateway, ProxyError, UpstreamSpec};
 
 const EXIT_USAGE: u8 = 64;
@@ -51,6 +54,11 @@ pub struct ProxyArgs {
     /// an answer; progress notifications reset it.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
+    /// A custom (non-MCP) method to relay to the upstream as it is; repeat
+    /// for several. Every other method the gateway does not handle is
+    /// refused (-32601), and MCP's own methods can never be listed here.
+    #[arg(long = "relay-method", value_name = "METHOD")]
+    pub relay_methods: Vec<String>,
     /// The upstream server's command and arguments (after `--`).
     #[arg(last = true, value_name = "SERVER_CMD")]
     pub command: Vec<String>,
@@ -156,6 +164,7 @@ fn config(args: &ProxyArgs) -> Result<Config, ProxyError> {
         Some(path) => Some(Audit::open(path, args.audit_args)?),
         None => None,
     };
+    let relay = RelayList::new(args.relay_methods.iter().cloned()).map_err(ProxyError::Usage)?;
     Ok(Config {
         engine,
         policy,
@@ -163,6 +172,14 @@ fn config(args: &ProxyArgs) -> Result<Config, ProxyError> {
         upstream,
         timeout: Duration::from_secs(args.timeout.max(1)),
         audit,
+        relay,
+    })
+}
+
+/// Reports a dropped client notification (it cannot be answered).
+fn drop_report() -> DropReport {
+    Arc::new(|method: &str, why: &str| {
+        eprintln!("toolgate proxy: dropped a notification {method:?}: {why}");
     })
 }
 
@@ -175,10 +192,11 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
 }
 
 async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
+    let transport = ClientLines::new(tokio::io::stdin(), tokio::io::stdout(), config.relay.clone(), drop_report());
     let gateway = Gateway::new(config);
     let session = gateway.clone();
     let served = tokio::select! {
-        served = gateway.serve((tokio::io::stdin(), tokio::io::stdout())) => served,
+        served = gateway.serve(transport) => served,
         () = shutdown_signal() => {
             session.shutdown().await;
             return Ok(());
@@ -216,12 +234,18 @@ async fn serve_http(config: Arc<Config>, addr: &str) -> Result<(), ProxyError> {
     })?;
     let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
     hosts.push(local.ip().to_string());
+    let gate = Arc::new(GateState {
+        relay: config.relay.clone(),
+        report: drop_report(),
+    });
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(gate, crate::http::gate));
     eprintln!("toolgate proxy: listening on http://{local}/mcp");
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown_signal())

@@ -25,6 +25,8 @@ use std::time::Duration;
 use toolgate::{Context, Decision, Engine, RuleSet};
 
 use crate::audit::{Audit, Record};
+use crate::gate::RelayList;
+use crate::ordered::Ordered;
 use crate::upstream::{self, Fault};
 
 /// Where the upstream server is.
@@ -34,6 +36,19 @@ pub enum UpstreamSpec {
     Command { program: String, args: Vec<String> },
     /// A Streamable HTTP endpoint (`http://` only).
     Url(String),
+    /// A server in this process, one byte stream per session (tests and the
+    /// gateway fuzz target).
+    InProcess(Connector),
+}
+
+/// Opens a new in-process connection to an upstream server.
+#[derive(Clone)]
+pub struct Connector(pub Arc<dyn Fn() -> tokio::io::DuplexStream + Send + Sync>);
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Connector")
+    }
 }
 
 /// What every session shares.
@@ -47,6 +62,9 @@ pub struct Config {
     /// progress notifications).
     pub timeout: Duration,
     pub audit: Option<Audit>,
+    /// Custom methods relayed as they are (`--relay-method`); every other
+    /// custom method is refused.
+    pub relay: RelayList,
 }
 
 impl Config {
@@ -105,7 +123,7 @@ impl Gateway {
 }
 
 #[derive(Debug)]
-struct SessionState {
+pub(crate) struct SessionState {
     config: Arc<Config>,
     downstream: OnceLock<Peer<RoleServer>>,
     upstream: tokio::sync::OnceCell<Upstream>,
@@ -224,8 +242,11 @@ impl SessionState {
                         let spawned = upstream::spawn(program, args, fault.clone())
                             .map_err(|e| internal(format!("toolgate proxy: {e}"), "UPSTREAM_UNAVAILABLE"))?;
                         let mut child = spawned.child;
-                        let started =
-                            tokio::time::timeout(timeout, handler.serve((spawned.reader, spawned.writer))).await;
+                        let transport = Ordered::new(
+                            rmcp::transport::async_rw::AsyncRwTransport::new_client(spawned.reader, spawned.writer),
+                            Arc::downgrade(self),
+                        );
+                        let started = tokio::time::timeout(timeout, handler.serve(transport)).await;
                         match started {
                             Ok(Ok(running)) => (running, Some(child)),
                             Ok(Err(e)) => {
@@ -242,8 +263,23 @@ impl SessionState {
                             }
                         }
                     }
+                    UpstreamSpec::InProcess(connect) => {
+                        let (read, write) = tokio::io::split((connect.0)());
+                        let transport = Ordered::new(
+                            rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write),
+                            Arc::downgrade(self),
+                        );
+                        match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                            Ok(Ok(running)) => (running, None),
+                            Ok(Err(e)) => return Err(start_failed(&e.to_string(), None)),
+                            Err(_) => return Err(start_failed("no answer to initialize", None)),
+                        }
+                    }
                     UpstreamSpec::Url(url) => {
-                        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                        let transport = Ordered::new(
+                            rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
+                            Arc::downgrade(self),
+                        );
                         match tokio::time::timeout(timeout, handler.serve(transport)).await {
                             Ok(Ok(running)) => (running, None),
                             Ok(Err(e)) => return Err(start_failed(&e.to_string(), None)),
@@ -471,6 +507,44 @@ impl SessionState {
         }
     }
 
+    /// Relays one of the upstream's notifications to the client. Called by
+    /// the upstream transport before it hands over the next message, so a
+    /// call's progress and log notifications reach the client before its
+    /// response.
+    pub(crate) async fn relay_notification(self: &Arc<Self>, notification: ServerNotification) {
+        let Some(peer) = self.downstream.get().cloned() else {
+            return;
+        };
+        let mut notification = match notification {
+            ServerNotification::CancelledNotification(_) => return,
+            ServerNotification::ToolListChangedNotification(n) => {
+                // Reloading asks the upstream for its tools, which needs the
+                // upstream's reader (this caller): done on its own task.
+                let state = self.clone();
+                tokio::spawn(async move {
+                    state.reload_rules().await;
+                    let mut n = ServerNotification::ToolListChangedNotification(n);
+                    *n.extensions_mut() = Extensions::default();
+                    let _ = peer.send_notification(n).await;
+                });
+                return;
+            }
+            ServerNotification::ProgressNotification(mut n) => {
+                let mapped = self.progress_map().get(&n.params.progress_token).cloned();
+                match mapped {
+                    Some(token) => {
+                        n.params.progress_token = token;
+                        ServerNotification::ProgressNotification(n)
+                    }
+                    None => return,
+                }
+            }
+            other => other,
+        };
+        *notification.extensions_mut() = Extensions::default();
+        let _ = peer.send_notification(notification).await;
+    }
+
     async fn notify_upstream(&self, mut notification: ClientNotification, context: NotificationContext<RoleServer>) {
         if let Ok(up) = self.upstream() {
             *notification.extensions_mut() = Extensions::default();
@@ -570,6 +644,19 @@ impl SessionState {
                         )),
                     );
                 }
+            }
+            // The person answered about the rules the call started with; if
+            // the catalog was reloaded meanwhile (a pin may no longer
+            // match), that answer is not about the current tool.
+            let current = self.rules().await?;
+            if !Arc::ptr_eq(&current, &rules) {
+                record(Some(code), Some("elicitation"), "blocked");
+                return blocked(
+                    &decision,
+                    Some(
+                        "the server's tool catalog changed while the person was being asked; the call was not run. Call again to be asked about the current tool.",
+                    ),
+                );
             }
             let field = confirmation_field(rules.schemas.get(&name));
             arguments
@@ -924,6 +1011,15 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<rmcp::model::CustomResult, ErrorData>> + Send + '_ {
         async move {
+            // The gate refuses these before they get here; this keeps the
+            // rule where the request is handled too.
+            if !self.state.config.relay.contains(&request.method) {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!("toolgate proxy: the method {:?} is not relayed by this gateway", request.method),
+                    None,
+                ));
+            }
             request.extensions = Extensions::default();
             let result = self
                 .state
@@ -948,9 +1044,11 @@ impl ServerHandler for Gateway {
         context: NotificationContext<RoleServer>,
     ) -> impl Future<Output = ()> + Send + '_ {
         async move {
-            self.state
-                .notify_upstream(ClientNotification::CustomNotification(notification), context)
-                .await;
+            if self.state.config.relay.contains(&notification.method) {
+                self.state
+                    .notify_upstream(ClientNotification::CustomNotification(notification), context)
+                    .await;
+            }
         }
     }
 }
@@ -1021,36 +1119,12 @@ impl Service<RoleClient> for UpstreamHandler {
 
     fn handle_notification(
         &self,
-        notification: ServerNotification,
-        context: NotificationContext<RoleClient>,
+        _notification: ServerNotification,
+        _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = Result<(), ErrorData>> + Send + '_ {
-        async move {
-            let Some((state, peer)) = self.downstream() else {
-                return Ok(());
-            };
-            let mut notification = match notification {
-                ServerNotification::CancelledNotification(_) => return Ok(()),
-                ServerNotification::ToolListChangedNotification(n) => {
-                    state.reload_rules().await;
-                    ServerNotification::ToolListChangedNotification(n)
-                }
-                ServerNotification::ProgressNotification(mut n) => {
-                    let mapped = state.progress_map().get(&n.params.progress_token).cloned();
-                    match mapped {
-                        Some(token) => {
-                            n.params.progress_token = token;
-                            ServerNotification::ProgressNotification(n)
-                        }
-                        None => return Ok(()),
-                    }
-                }
-                other => other,
-            };
-            *notification.extensions_mut() = Extensions::default();
-            notification.get_meta_mut().extend(context.meta);
-            let _ = peer.send_notification(notification).await;
-            Ok(())
-        }
+        // Relayed in order by the transport (`Ordered`), before the session
+        // sees the next message: nothing left to do here.
+        async { Ok(()) }
     }
 
     fn get_info(&self) -> InitializeRequestParams {

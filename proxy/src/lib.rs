@@ -12,9 +12,16 @@
 mod audit;
 mod cli;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod gate;
 mod gateway;
+mod http;
+mod ordered;
+pub mod stdio;
 mod upstream;
 
 pub use cli::{ProxyArgs, main_with, run};
 pub use error::ProxyError;
-pub use gateway::{Config, Gateway, UpstreamSpec};
+pub use audit::Audit;
+pub use gateway::{Config, Connector, Gateway, UpstreamSpec};

@@ -1,0 +1,579 @@
+//! The gateway's trust boundary for what the client sends.
+//!
+//! Every message from the client passes [`admit`] before the MCP session sees
+//! it. A message is admitted only when it parses, strictly, into one of
+//! `rmcp`'s typed client messages that the gateway handles, or names a custom
+//! method on the operator's explicit relay list. Everything else is answered
+//! here with a JSON-RPC error carrying the request's id where one can be read
+//! (`-32700` parse error, `-32600` invalid request, `-32601` unknown method,
+//! `-32602` a known method with params that do not fit its type), or, for a
+//! notification (which cannot be answered), dropped and reported.
+//!
+//! Why this sits below `rmcp`: `ClientRequest` is an untagged enum whose last
+//! variant is a catch-all custom request, so a `tools/call` whose params do not
+//! fit `CallToolRequestParams` would otherwise arrive as a custom request, and a
+//! message `rmcp` cannot parse at all would get no answer. See
+//! `docs/security.md`.
+
+use rmcp::model::{
+    CallToolRequestMethod, CancelTaskMethod, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+    CompleteRequestMethod, ConstString, DiscoverRequestMethod, ErrorCode, ErrorData, GetPromptRequestMethod,
+    GetSkillRequestMethod, GetTaskMethod, InitializeResultMethod, JsonRpcMessage, ListPromptsRequestMethod,
+    ListResourceTemplatesRequestMethod, ListResourcesRequestMethod, ListSkillsRequestMethod,
+    ListToolsRequestMethod, NumberOrString, PingRequestMethod, ReadResourceDirectoryRequestMethod,
+    ReadResourceRequestMethod, RequestId, SetLevelRequestMethod, SubscribeRequestMethod,
+    SubscriptionsListenRequestMethod, UnsubscribeRequestMethod, UpdateTaskMethod,
+};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// The largest message accepted from a client, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The request methods `rmcp` types, read from its own constants: a request
+/// naming one of these whose params do not fit the type is `-32602`, any
+/// other name `-32601`.
+const TYPED_REQUEST_METHODS: &[&str] = &[
+    PingRequestMethod::VALUE,
+    InitializeResultMethod::VALUE,
+    DiscoverRequestMethod::VALUE,
+    CompleteRequestMethod::VALUE,
+    SetLevelRequestMethod::VALUE,
+    GetPromptRequestMethod::VALUE,
+    ListPromptsRequestMethod::VALUE,
+    ListResourcesRequestMethod::VALUE,
+    ListResourceTemplatesRequestMethod::VALUE,
+    ReadResourceRequestMethod::VALUE,
+    SubscriptionsListenRequestMethod::VALUE,
+    SubscribeRequestMethod::VALUE,
+    UnsubscribeRequestMethod::VALUE,
+    CallToolRequestMethod::VALUE,
+    ListToolsRequestMethod::VALUE,
+    GetTaskMethod::VALUE,
+    UpdateTaskMethod::VALUE,
+    CancelTaskMethod::VALUE,
+    ListSkillsRequestMethod::VALUE,
+    GetSkillRequestMethod::VALUE,
+    ReadResourceDirectoryRequestMethod::VALUE,
+];
+
+/// The custom (untyped) methods the operator allows through, requests and
+/// notifications alike (`--relay-method`). Empty by default: nothing custom
+/// reaches the upstream.
+#[derive(Debug, Clone, Default)]
+pub struct RelayList {
+    methods: BTreeSet<String>,
+}
+
+impl RelayList {
+    /// A list of exact method names. Names of typed MCP methods are refused:
+    /// they must be decided (or typed), never relayed raw.
+    pub fn new<I: IntoIterator<Item = String>>(methods: I) -> Result<RelayList, String> {
+        let mut set = BTreeSet::new();
+        for method in methods {
+            if TYPED_REQUEST_METHODS.contains(&method.as_str()) || method.is_empty() {
+                return Err(format!(
+                    "--relay-method {method:?}: only custom methods can be relayed; MCP methods are handled by the gateway"
+                ));
+            }
+            set.insert(method);
+        }
+        Ok(RelayList { methods: set })
+    }
+
+    pub fn contains(&self, method: &str) -> bool {
+        self.methods.contains(method)
+    }
+}
+
+/// What happens to one message from the client.
+#[derive(Debug)]
+pub enum Admission {
+    /// Hand it to the session.
+    Admit(Box<ClientJsonRpcMessage>),
+    /// Answer the client with this error and go no further.
+    Refuse { id: Option<RequestId>, error: ErrorData },
+    /// A notification that is not relayed (it cannot be answered).
+    Drop { method: String, why: String },
+}
+
+impl Admission {
+    /// The JSON-RPC error message for a refusal (`None` otherwise).
+    pub fn answer(&self) -> Option<Value> {
+        match self {
+            Admission::Refuse { id, error } => Some(error_message(id.as_ref(), error)),
+            _ => None,
+        }
+    }
+}
+
+/// A JSON-RPC 2.0 error message (`id` is `null` when it could not be read).
+pub fn error_message(id: Option<&RequestId>, error: &ErrorData) -> Value {
+    let mut message = Map::new();
+    message.insert("jsonrpc".into(), Value::String("2.0".into()));
+    message.insert(
+        "id".into(),
+        id.and_then(|id| serde_json::to_value(id).ok()).unwrap_or(Value::Null),
+    );
+    message.insert(
+        "error".into(),
+        serde_json::to_value(error).unwrap_or_else(|_| Value::String(error.message.to_string())),
+    );
+    Value::Object(message)
+}
+
+fn refuse(id: Option<RequestId>, code: ErrorCode, message: String) -> Admission {
+    Admission::Refuse {
+        id,
+        error: ErrorData::new(code, message, Some(serde_json::json!({ "toolgate": "GATEWAY_REFUSED" }))),
+    }
+}
+
+/// Decides what happens to one message from the client (`bytes` is one
+/// line on stdio, one POST body over HTTP).
+pub fn admit(bytes: &[u8], relay: &RelayList) -> Admission {
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return refuse(
+            scan_id(bytes),
+            ErrorCode::INVALID_REQUEST,
+            format!("toolgate proxy: the message is larger than {MAX_MESSAGE_BYTES} bytes; it was not relayed"),
+        );
+    }
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return refuse(
+            scan_id(bytes),
+            ErrorCode::PARSE_ERROR,
+            "toolgate proxy: the message is not valid UTF-8; it was not relayed".into(),
+        );
+    };
+    let value = match serde_json::from_str::<Strict>(text) {
+        Ok(Strict(value)) => value,
+        Err(e) => {
+            let duplicate = e.to_string().starts_with(DUPLICATE);
+            let (code, what) = if duplicate {
+                (ErrorCode::INVALID_REQUEST, "is ambiguous")
+            } else {
+                (ErrorCode::PARSE_ERROR, "is not JSON the gateway can read")
+            };
+            return refuse(
+                scan_id(bytes),
+                code,
+                format!("toolgate proxy: the message {what} ({e}); it was not relayed"),
+            );
+        }
+    };
+    admit_value(value, relay)
+}
+
+fn admit_value(value: Value, relay: &RelayList) -> Admission {
+    let Value::Object(object) = &value else {
+        let why = if value.is_array() {
+            "batches are not supported; send one message at a time"
+        } else {
+            "a message must be a JSON object"
+        };
+        return refuse(None, ErrorCode::INVALID_REQUEST, format!("toolgate proxy: {why}"));
+    };
+    let id = object.get("id").and_then(read_id);
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return refuse(
+            id,
+            ErrorCode::INVALID_REQUEST,
+            "toolgate proxy: the message must have \"jsonrpc\": \"2.0\"".into(),
+        );
+    }
+    let method = match object.get("method") {
+        None => None,
+        Some(Value::String(m)) => Some(m.clone()),
+        Some(_) => {
+            return refuse(id, ErrorCode::INVALID_REQUEST, "toolgate proxy: the method must be a string".into());
+        }
+    };
+    let has_id = object.contains_key("id");
+    if has_id && id.is_none() {
+        return refuse(
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "toolgate proxy: an id must be a string or an integer".into(),
+        );
+    }
+    let parsed = serde_json::from_value::<ClientJsonRpcMessage>(value);
+    match (method, has_id) {
+        // A request.
+        (Some(method), true) => match parsed {
+            Ok(JsonRpcMessage::Request(request)) => match &request.request {
+                ClientRequest::CustomRequest(custom) if !relay.contains(&custom.method) => {
+                    refuse_method(id, &custom.method)
+                }
+                _ => Admission::Admit(Box::new(JsonRpcMessage::Request(request))),
+            },
+            _ => refuse_method(id, &method),
+        },
+        // A notification.
+        (Some(method), false) => match parsed {
+            Ok(JsonRpcMessage::Notification(notification)) => match &notification.notification {
+                ClientNotification::CustomNotification(custom) if !relay.contains(&custom.method) => {
+                    Admission::Drop {
+                        why: notification_why(&custom.method),
+                        method: custom.method.clone(),
+                    }
+                }
+                _ => Admission::Admit(Box::new(JsonRpcMessage::Notification(notification))),
+            },
+            _ => Admission::Drop {
+                why: notification_why(&method),
+                method,
+            },
+        },
+        // An answer to one of the gateway's own requests (elicitation,
+        // sampling, roots): matched by id inside the session.
+        (None, true) => match parsed {
+            Ok(message @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_))) => {
+                Admission::Admit(Box::new(message))
+            }
+            _ => refuse(
+                id,
+                ErrorCode::INVALID_REQUEST,
+                "toolgate proxy: the message is neither a request, a notification nor a valid response".into(),
+            ),
+        },
+        (None, false) => match parsed {
+            // An error answer may carry a null id.
+            Ok(message @ JsonRpcMessage::Error(_)) => Admission::Admit(Box::new(message)),
+            _ => refuse(
+                None,
+                ErrorCode::INVALID_REQUEST,
+                "toolgate proxy: the message has no method and no id".into(),
+            ),
+        },
+    }
+}
+
+fn refuse_method(id: Option<RequestId>, method: &str) -> Admission {
+    let shown = serde_json::to_string(method).unwrap_or_default();
+    if TYPED_REQUEST_METHODS.contains(&method) {
+        refuse(
+            id,
+            ErrorCode::INVALID_PARAMS,
+            format!("toolgate proxy: the params of {shown} do not fit the MCP schema; it was not relayed"),
+        )
+    } else {
+        refuse(
+            id,
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("toolgate proxy: the method {shown} is not relayed by this gateway"),
+        )
+    }
+}
+
+fn notification_why(method: &str) -> String {
+    if TYPED_REQUEST_METHODS.contains(&method) {
+        format!("{method} was sent as a notification (no id): it is never relayed")
+    } else {
+        format!("the notification {method:?} is not on the relay list or does not fit its MCP schema")
+    }
+}
+
+fn read_id(value: &Value) -> Option<RequestId> {
+    match value {
+        Value::String(s) => Some(NumberOrString::String(s.as_str().into())),
+        Value::Number(n) => n.as_i64().map(NumberOrString::Number),
+        _ => None,
+    }
+}
+
+const DUPLICATE: &str = "duplicate key";
+
+/// A JSON value read with every object's keys unique (at any depth):
+/// `serde_json` keeps the last of two equal keys and the upstream's SDK may
+/// keep either, so a message with one is ambiguous and is refused. Depth is
+/// bounded by `serde_json`'s own recursion limit (128).
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Strict, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("a number JSON cannot represent"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Strict(value) = map.next_value()?;
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format!("{DUPLICATE} {key:?}")));
+            }
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// Reads the top-level `"id"` of a message that does not parse (too deep,
+/// too large, invalid UTF-8 elsewhere, duplicate keys), so its error can
+/// carry it. Walks the top-level object's members and skips nested values
+/// by counting brackets outside strings: no recursion, bounded by the input.
+pub fn scan_id(bytes: &[u8]) -> Option<RequestId> {
+    let mut at = skip_ws(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at += 1;
+    loop {
+        at = skip_ws(bytes, at);
+        let key_start = at;
+        at = skip_string(bytes, at)?;
+        let key = bytes.get(key_start..at)?;
+        at = skip_ws(bytes, at);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_ws(bytes, at + 1);
+        let value_start = at;
+        at = skip_value(bytes, at)?;
+        if key == b"\"id\"" {
+            let value: Value = serde_json::from_slice(bytes.get(value_start..at)?).ok()?;
+            return read_id(&value);
+        }
+        at = skip_ws(bytes, at);
+        match bytes.get(at) {
+            Some(b',') => at += 1,
+            _ => return None,
+        }
+    }
+}
+
+fn skip_ws(bytes: &[u8], mut at: usize) -> usize {
+    while bytes.get(at).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+/// `at` is on a `"`; returns the index after the closing quote.
+fn skip_string(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut i = at + 1;
+    loop {
+        match bytes.get(i)? {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+}
+
+fn skip_value(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => skip_string(bytes, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                match bytes.get(i)? {
+                    b'"' => {
+                        i = skip_string(bytes, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let mut i = at;
+            while bytes.get(i).is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')) {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(a: &Admission) -> Option<i32> {
+        match a {
+            Admission::Refuse { error, .. } => Some(error.code.0),
+            _ => None,
+        }
+    }
+
+    fn id_of(a: &Admission) -> Option<RequestId> {
+        match a {
+            Admission::Refuse { id, .. } => id.clone(),
+            _ => None,
+        }
+    }
+
+    fn none() -> RelayList {
+        RelayList::default()
+    }
+
+    #[test]
+    fn a_well_formed_call_is_admitted_typed() {
+        let a = admit(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1}}}"#,
+            &none(),
+        );
+        match a {
+            Admission::Admit(m) => match *m {
+                JsonRpcMessage::Request(r) => assert!(matches!(r.request, ClientRequest::CallToolRequest(_))),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn calls_that_do_not_fit_the_type_are_invalid_params_never_custom() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","requestState":5}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","inputResponses":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"t"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#,
+        ] {
+            let a = admit(line.as_bytes(), &none());
+            assert_eq!(code(&a), Some(-32602), "{line}");
+            assert_eq!(id_of(&a), Some(NumberOrString::Number(7)), "{line}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_anywhere_are_refused_with_the_id() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"a","name":"b"}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"a","arguments":{},"arguments":{"p":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"a","_meta":{},"_meta":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"a","arguments":{"p":1,"p":2}}}"#,
+        ] {
+            let a = admit(line.as_bytes(), &none());
+            assert_eq!(code(&a), Some(-32600), "{line}");
+            assert_eq!(id_of(&a), Some(NumberOrString::String("x".into())), "{line}");
+        }
+    }
+
+    #[test]
+    fn unknown_and_look_alike_methods_are_not_found() {
+        for method in ["tools/call ", "Tools/call", "tools/call\u{200b}", "tools/calls", "x/custom"] {
+            let line = serde_json::json!({"jsonrpc":"2.0","id":1,"method":method,"params":{"name":"t"}}).to_string();
+            assert_eq!(code(&admit(line.as_bytes(), &none())), Some(-32601), "{method:?}");
+        }
+    }
+
+    #[test]
+    fn custom_methods_pass_only_from_the_list() {
+        let relay = RelayList::new(["x/custom".to_owned()]).unwrap();
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"x/custom","params":{}}"#;
+        assert!(matches!(admit(line, &relay), Admission::Admit(_)));
+        assert!(RelayList::new(["tools/call".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn a_call_sent_as_a_notification_is_dropped() {
+        let a = admit(
+            br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t","arguments":{}}}"#,
+            &none(),
+        );
+        assert!(matches!(a, Admission::Drop { .. }), "{a:?}");
+        let ok = admit(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, &none());
+        assert!(matches!(ok, Admission::Admit(_)));
+    }
+
+    #[test]
+    fn unparseable_messages_are_answered_with_their_id_when_readable() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{{"name":"t","arguments":{{"a":{}1{}}}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let a = admit(deep.as_bytes(), &none());
+        assert_eq!(code(&a), Some(-32700));
+        assert_eq!(id_of(&a), Some(NumberOrString::Number(42)));
+
+        let mut utf8 = br#"{"jsonrpc":"2.0","id":43,"method":"tools/call","params":{"name":"t"#.to_vec();
+        utf8.extend_from_slice(&[0xff, 0xfe]);
+        utf8.extend_from_slice(br#""}}"#);
+        let a = admit(&utf8, &none());
+        assert_eq!(code(&a), Some(-32700));
+        assert_eq!(id_of(&a), Some(NumberOrString::Number(43)));
+
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":44,"method":"tools/call","params":{{"name":"t","arguments":{{"a":"{}"}}}}}}"#,
+            "x".repeat(MAX_MESSAGE_BYTES)
+        );
+        let a = admit(big.as_bytes(), &none());
+        assert_eq!(code(&a), Some(-32600));
+        assert_eq!(id_of(&a), Some(NumberOrString::Number(44)));
+
+        for bad in ["", "{", "[]", "[1]", "null", "3", r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#] {
+            assert!(code(&admit(bad.as_bytes(), &none())).is_some(), "{bad:?}");
+        }
+        let a = admit(br#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, &none());
+        assert_eq!(code(&a), Some(-32600));
+    }
+
+    #[test]
+    fn scan_id_finds_the_top_level_id_only() {
+        assert_eq!(
+            scan_id(br#"{"params":{"id":1,"x":"}\""},"id":"top"}"#),
+            Some(NumberOrString::String("top".into()))
+        );
+        assert_eq!(scan_id(br#"{"a":[[[{"id":2}]]] , "id" : 9 "#), Some(NumberOrString::Number(9)));
+        assert_eq!(scan_id(b"[1]"), None);
+        assert_eq!(scan_id(br#"{"id":true}"#), None);
+    }
+}

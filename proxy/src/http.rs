@@ -1,0 +1,94 @@
+//! The gate ([`crate::gate`]) in front of the Streamable HTTP endpoint: every
+//! POST body is admitted or answered here before the MCP session sees it.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{ErrorCode, ErrorData};
+use std::sync::Arc;
+
+use crate::gate::{self, Admission, MAX_MESSAGE_BYTES, RelayList};
+use crate::stdio::DropReport;
+
+#[derive(Clone)]
+pub struct GateState {
+    pub relay: RelayList,
+    pub report: DropReport,
+}
+
+impl std::fmt::Debug for GateState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateState").finish_non_exhaustive()
+    }
+}
+
+/// Reads the body, keeping at most `MAX_MESSAGE_BYTES + 1` bytes (enough to
+/// tell an over-long one and to find its id); `None` if the body fails.
+async fn read_body(body: Body) -> Option<(Vec<u8>, usize)> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.ok()?;
+        if let Ok(data) = frame.into_data() {
+            total = total.saturating_add(data.len());
+            let room = (MAX_MESSAGE_BYTES + 1).saturating_sub(kept.len());
+            kept.extend_from_slice(data.get(..data.len().min(room)).unwrap_or_default());
+        }
+    }
+    Some((kept, total))
+}
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(value).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Some((bytes, total)) = read_body(body).await else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let admission = if total > bytes.len() {
+        Admission::Refuse {
+            id: gate::scan_id(&bytes),
+            error: ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("toolgate proxy: the message is larger than {MAX_MESSAGE_BYTES} bytes; it was not relayed"),
+                Some(serde_json::json!({ "toolgate": "GATEWAY_REFUSED" })),
+            ),
+        }
+    } else {
+        gate::admit(&bytes, &state.relay)
+    };
+    match admission {
+        Admission::Admit(_) => next.run(Request::from_parts(parts, Body::from(Bytes::from(bytes)))).await,
+        Admission::Drop { method, why } => {
+            (state.report)(&method, &why);
+            StatusCode::ACCEPTED.into_response()
+        }
+        refused @ Admission::Refuse { .. } => {
+            let status = match &refused {
+                // A message that is not a request the server can read is a
+                // bad HTTP request; a readable one gets its JSON-RPC answer.
+                Admission::Refuse { error, .. }
+                    if error.code == ErrorCode::PARSE_ERROR || error.code == ErrorCode::INVALID_REQUEST =>
+                {
+                    StatusCode::BAD_REQUEST
+                }
+                _ => StatusCode::OK,
+            };
+            json(status, &refused.answer().unwrap_or_default())
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! The upstream transport, wrapped so the server's notifications are relayed
+//! to the client in the order they arrived, before the message after them.
+//!
+//! `rmcp` hands each notification to its handler on a task of its own while
+//! a response goes straight to the waiting request, so a call's last progress
+//! notification could reach the client after the call's result (the official
+//! conformance scenario `tools-call-with-progress` saw it). Relaying from
+//! `receive`, and finishing before the next message is read, keeps the order.
+
+use rmcp::model::JsonRpcMessage;
+use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use std::future::Future;
+use std::sync::Weak;
+
+use crate::gateway::SessionState;
+
+pub struct Ordered<T> {
+    inner: T,
+    session: Weak<SessionState>,
+}
+
+impl<T> std::fmt::Debug for Ordered<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ordered").finish_non_exhaustive()
+    }
+}
+
+impl<T> Ordered<T> {
+    pub fn new(inner: T, session: Weak<SessionState>) -> Ordered<T> {
+        Ordered { inner, session }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Ordered<T> {
+    type Error = T::Error;
+
+    fn send(&mut self, item: TxJsonRpcMessage<RoleClient>) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        async move {
+            let message = self.inner.receive().await?;
+            if let JsonRpcMessage::Notification(n) = &message
+                && let Some(session) = self.session.upgrade()
+            {
+                session.relay_notification(n.notification.clone()).await;
+            }
+            Some(message)
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
