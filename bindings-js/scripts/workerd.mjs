@@ -15,7 +15,7 @@ const q = (/** @type {string} */ s) => JSON.stringify(s);
 function packageModules(/** @type {(f: string) => string} */ embed) {
   const at = (/** @type {string} */ p) => embed(join(pkgDir, p));
   return [
-    ...['src/core.js', 'src/errors.js', 'src/faults.js', 'gen/toolgate_policy.js'].map((p) => `(name = ${q(`toolgate/${p}`)}, esModule = embed ${q(at(p))})`),
+    ...['src/core.js', 'src/calljson.js', 'src/errors.js', 'src/faults.js', 'gen/toolgate_policy.js'].map((p) => `(name = ${q(`toolgate/${p}`)}, esModule = embed ${q(at(p))})`),
     `(name = "toolgate/gen/toolgate_policy.core.wasm", wasm = embed ${q(at('gen/toolgate_policy.core.wasm'))})`,
     `(name = "toolgate/core", esModule = "export * from './src/core.js';")`,
     `(name = "toolgate/core.wasm", esModule = "export { default } from './gen/toolgate_policy.core.wasm';")`,

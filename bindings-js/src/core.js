@@ -3,6 +3,7 @@
 // here, so this file runs unchanged in Node and in workerd.
 import { instantiate } from '../gen/toolgate_policy.js';
 import { HOST_FAULTS, MAX_INPUT_BYTES } from './faults.js';
+import { engineJson } from './calljson.js';
 import {
   ContractVersionError, EngineLimitError, EngineOutOfMemoryError, EngineTrapError, InputTooLargeError, LoadError,
   ProblemError, ToolgateError,
@@ -185,7 +186,7 @@ function callBytes(call) {
   if (typeof call === 'string') return encoder.encode(call);
   if (call instanceof ArrayBuffer) return new Uint8Array(call);
   if (ArrayBuffer.isView(call)) return new Uint8Array(call.buffer, call.byteOffset, call.byteLength);
-  if (call && typeof call === 'object') return encoder.encode(JSON.stringify(call));
+  if (call && typeof call === 'object') return encoder.encode(engineJson(call));
   throw new TypeError('call must be an object ({name, arguments}), a JSON string or bytes');
 }
 

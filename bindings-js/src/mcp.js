@@ -4,6 +4,7 @@
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { EngineFaultError } from './errors.js';
 import { faultDecision } from './core.js';
+import { callJson, engineJson } from './calljson.js';
 
 const LIST = 'tools/list';
 const CALL = 'tools/call';
@@ -108,13 +109,24 @@ export function guardServer(target, options) {
     };
   };
 
+  /**
+   * What the engine allowed, per request (keyed by the SDK's per-request
+   * `extra`), for McpServer's check of the arguments its zod schemas hand the
+   * handler: the name, the JSON of the arguments the tool was sent, and the
+   * engine fields taken off them, and the context it decided in.
+   * @type {WeakMap<object, { name: string, sent: string, engineFields: Record<string, unknown> | null, context: any }>}
+   */
+  const allowed = new WeakMap();
+
   /** @param {(request: any, extra: any) => Promise<any>} inner */
   const wrapCall = (inner) => async (/** @type {any} */ request, /** @type {any} */ extra) => {
     const params = request?.params;
     const name = params?.name;
     if (typeof name !== 'string') return inner(request, extra); // the SDK rejects the malformed request
     const context = await contextOf(extra, request);
-    const decision = gate.evaluate(JSON.stringify({ name, arguments: params.arguments }), context);
+    // The exact values the handler gets: nothing JSON cannot say is rewritten
+    // (calljson.js); Infinity, NaN and the like are refused by the engine.
+    const decision = gate.evaluate(callJson(name, params.arguments), context);
     options.onDecision?.(decision, { name, extra });
     if (!decision.ok) {
       if (decision.code === 'NOT_FOUND') return unknownToolResult(name);
@@ -128,12 +140,73 @@ export function guardServer(target, options) {
       throw e;
     }
     let args = params.arguments;
+    /** @type {Record<string, unknown> | null} */
+    let engineFields = null;
     if (fields.length > 0 && args && typeof args === 'object' && fields.some((f) => Object.hasOwn(args, f))) {
       args = { ...args };
-      for (const f of fields) delete args[f];
+      engineFields = {};
+      for (const f of fields) {
+        if (Object.hasOwn(args, f)) engineFields[f] = args[f];
+        delete args[f];
+      }
+    }
+    if (mcpServer && extra && typeof extra === 'object') {
+      allowed.set(extra, { name, sent: args === undefined ? '' : engineJson(args), engineFields, context });
     }
     return inner(args === params.arguments ? request : { ...request, params: { ...params, arguments: args } }, extra);
   };
+
+  /**
+   * McpServer hands its tool handlers the output of their zod input schemas,
+   * not the arguments sent: defaults, coercions, transforms and stripped keys
+   * change them. The handler must run only on what the engine allowed, so the
+   * arguments it is about to get are compared with those the engine decided
+   * on; when they differ they are decided again (with the engine fields the
+   * call carried, which the handler never gets), and a deny is the tool's
+   * result instead of the handler's.
+   * @param {any} tool
+   * @param {unknown} args
+   * @param {any} extra
+   * @param {() => Promise<any>} run
+   */
+  const checkHandlerArgs = async (tool, args, extra, run) => {
+    const sent = extra && typeof extra === 'object' ? allowed.get(extra) : undefined;
+    const name = sent && mcpServer._registeredTools?.[sent.name] === tool
+      ? sent.name
+      : Object.entries(mcpServer._registeredTools ?? {}).find(([, t]) => t === tool)?.[0];
+    if (typeof name !== 'string') return run(); // not a registered tool: the SDK answers
+    const got = args === undefined ? '' : engineJson(args);
+    if (sent && sent.name === name && got === sent.sent) return run();
+    const decided = sent?.engineFields && args && typeof args === 'object' && !Array.isArray(args)
+      ? { ...args, ...sent.engineFields }
+      : args;
+    const context = sent ? sent.context : await contextOf(extra, { method: CALL, params: { name, arguments: args } });
+    const decision = gate.evaluate(callJson(name, decided), context);
+    options.onDecision?.(decision, { name, extra });
+    if (!decision.ok) {
+      if (decision.code === 'NOT_FOUND') return unknownToolResult(name);
+      return blockedResult(decision, await structured(name, extra));
+    }
+    return run();
+  };
+
+  // McpServer: every path to a tool handler passes executeToolHandler (the
+  // zod output in hand) or, for optional-task tools called without a task,
+  // handleAutomaticTaskPolling (which validates itself).
+  const mcpServer = target !== server && typeof target.executeToolHandler === 'function' ? target : null;
+  if (mcpServer) {
+    const execute = mcpServer.executeToolHandler;
+    mcpServer.executeToolHandler = function (/** @type {any} */ tool, /** @type {any} */ args, /** @type {any} */ extra) {
+      return checkHandlerArgs(tool, args, extra, () => execute.call(this, tool, args, extra));
+    };
+    const polling = mcpServer.handleAutomaticTaskPolling;
+    if (typeof polling === 'function') {
+      mcpServer.handleAutomaticTaskPolling = async function (/** @type {any} */ tool, /** @type {any} */ request, /** @type {any} */ extra) {
+        const args = await this.validateToolInput(tool, request?.params?.arguments, request?.params?.name);
+        return checkHandlerArgs(tool, args, extra, () => polling.call(this, tool, request, extra));
+      };
+    }
+  }
 
   const handlers = server._requestHandlers;
   if (handlers.has(LIST)) handlers.set(LIST, wrapList(handlers.get(LIST)));
