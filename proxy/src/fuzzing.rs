@@ -56,8 +56,11 @@ impl Write for AuditBuffer {
 /// What the upstream checked.
 #[derive(Default)]
 struct Ledger {
-    /// Audit bytes already matched to a call the upstream received.
-    consumed: usize,
+    /// Audit bytes already read.
+    read: usize,
+    /// Tools of forwarding audit lines not yet matched to a call the
+    /// upstream received (calls run concurrently: any order).
+    pending: Vec<String>,
     calls: u64,
     violations: Vec<String>,
 }
@@ -73,35 +76,42 @@ impl Recorder {
         self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A call reached the upstream: the next unmatched audit line that
-    /// forwarded a call must be an allowed decision for this tool.
+    /// A call reached the upstream: an audit line written before it must
+    /// have forwarded an allowed call of this tool, not matched yet.
     fn saw_call(&self, tool: &str) {
         let audit = self.audit.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let mut ledger = self.ledger();
         ledger.calls += 1;
-        let rest = audit.get(ledger.consumed..).unwrap_or_default();
-        let mut offset = ledger.consumed;
+        let rest = audit.get(ledger.read..).unwrap_or_default();
+        let mut read = ledger.read;
         for line in rest.split_inclusive(|&b| b == b'\n') {
-            offset += line.len();
+            if line.last() != Some(&b'\n') {
+                break;
+            }
+            read += line.len();
             let Ok(record) = serde_json::from_slice::<Value>(line) else {
+                ledger.violations.push(format!("an audit line is not JSON: {line:?}"));
                 continue;
             };
             if record.get("outcome").and_then(Value::as_str) != Some("forwarded") {
                 continue;
             }
-            let allowed = record.get("decision").and_then(Value::as_str) == Some("allowed");
-            let same = record.get("tool").and_then(Value::as_str) == Some(tool);
-            ledger.consumed = offset;
-            if !(allowed && same) {
-                ledger
-                    .violations
-                    .push(format!("upstream ran {tool:?}; the audit line before it says {record}"));
+            if record.get("decision").and_then(Value::as_str) != Some("allowed") {
+                ledger.violations.push(format!("a blocked decision was forwarded: {record}"));
+                continue;
             }
-            return;
+            let name = record.get("tool").and_then(Value::as_str).unwrap_or_default().to_owned();
+            ledger.pending.push(name);
         }
-        ledger
-            .violations
-            .push(format!("upstream ran {tool:?} with no forwarding audit line before it"));
+        ledger.read = read;
+        match ledger.pending.iter().position(|t| t == tool) {
+            Some(at) => {
+                ledger.pending.remove(at);
+            }
+            None => ledger
+                .violations
+                .push(format!("upstream ran {tool:?} with no allowing audit line before it")),
+        }
     }
 
     fn saw_custom(&self, what: &str) {
@@ -158,7 +168,12 @@ impl rmcp::ServerHandler for RecordingUpstream {
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + '_ {
         async move {
-            self.0.saw_call(&request.name);
+            // The gateway's own probe (how does the upstream answer an
+            // unknown tool?) names a tool no catalog has; it is not a
+            // client's call.
+            if !request.name.starts_with("toolgate-probe-") {
+                self.0.saw_call(&request.name);
+            }
             Ok(CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text("ran")])))
         }
     }

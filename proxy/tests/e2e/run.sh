@@ -31,6 +31,10 @@ PROXY="$ROOT/target/release/toolgate-proxy"
 echo "== proxy e2e: server-filesystem through the proxy (Python SDK client)"
 "$VENV/bin/python" "$HERE/e2e.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 
+echo "== proxy e2e: the gate (raw JSON-RPC over stdio and HTTP), message order"
+"$VENV/bin/python" "$HERE/gate.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" \
+  "$HERE/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
 if [ -x "$HERE/conformance.sh" ] && [ "${TOOLGATE_SKIP_CONFORMANCE:-}" != 1 ]; then
   echo "== proxy e2e: MCP conformance suite, direct vs through the proxy"
   "$HERE/conformance.sh" "$PROXY" "$NODE"
