@@ -9,6 +9,7 @@
 //! (the protocol grows), but a known key of the wrong type is an error. The
 //! legacy file is operator-written and read strictly.
 
+use crate::display;
 use crate::error::{Origin, Problem, ProblemCode};
 use crate::json;
 use crate::policy::{OperationType, is_valid_effect};
@@ -92,8 +93,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// A tool name is 1..=256 bytes with no control characters, spaces or
-/// invisible characters. Names are
-/// compared byte for byte: a look-alike is a different (unknown) tool.
+/// invisible characters ([`crate::display::is_invisible`]: format characters,
+/// separators, default-ignorable and blank-rendering characters). A policy
+/// entry `alterar_plano` followed by a zero-width joiner looks like the real
+/// tool to a reviewer and silently names another one. Names are compared
+/// byte for byte: a look-alike is a different (unknown) tool.
 pub fn check_tool_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("a tool name must not be empty".into());
@@ -104,25 +108,13 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
     if name.chars().any(char::is_control) {
         return Err("a tool name must not contain control characters".into());
     }
-    if name.chars().any(|c| c.is_whitespace() || is_invisible(c)) {
-        return Err(
-            "a tool name must not contain spaces or invisible characters (zero-width, bidirectional controls, BOM)"
-                .into(),
-        );
+    if let Some(c) = name.chars().find(|&c| c.is_whitespace() || display::is_invisible(c)) {
+        return Err(format!(
+            "a tool name must not contain spaces or invisible characters (found U+{:04X}: zero-width, bidirectional controls, BOM, format characters, fillers, blanks)",
+            u32::from(c)
+        ));
     }
     Ok(())
-}
-
-/// Unicode format characters (category Cf) and other invisibles: a policy
-/// entry `alterar_plano` followed by a zero-width joiner looks like the real
-/// tool to a reviewer and silently names another one.
-fn is_invisible(c: char) -> bool {
-    matches!(c,
-        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
-        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
-        | '\u{FFF0}'..='\u{FFFB}' | '\u{0600}'..='\u{0605}' | '\u{06DD}' | '\u{070F}' | '\u{110BD}'
-        | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
 }
 
 fn problem(code: ProblemCode, path: &str, message: impl Into<String>) -> Problem {

@@ -136,13 +136,21 @@ pub fn classify(tool: &CatalogTool, policy: Option<&Policy>) -> Classification {
         // The two legacy fields tighten each other: either asking is enough.
         (cr, ep) => Some(cr == Some(true) || ep == Some(ExecutionPolicy::Confirm)),
     });
+    // `defaults.require_confirmation` speaks for the tools `defaults` typed.
+    // A tool that a catalog hint or the builtin rule made transactional needs
+    // confirmation unless its own entry or legacy fields say otherwise: a
+    // defaults `false` must not switch it off. A defaults `true` only
+    // tightens, so it still applies to every tool without its own setting.
+    let default_confirmation = policy
+        .and_then(|p| p.defaults.require_confirmation)
+        .filter(|&required| required || policy_source == PolicySource::Defaults);
     let confirmation_required = entry
         .and_then(|e| e.require_confirmation)
         .or(legacy_confirmation)
         .or_else(|| {
             (declares_property(schema, "confirmed") || declares_property(schema, "confirmation")).then_some(true)
         })
-        .or(policy.and_then(|p| p.defaults.require_confirmation))
+        .or(default_confirmation)
         .unwrap_or(operation_type == Transactional);
 
     let requires = entry
@@ -173,5 +181,155 @@ pub fn classify(tool: &CatalogTool, policy: Option<&Policy>) -> Classification {
         enabled: legacy.and_then(|l| l.enabled).unwrap_or(true),
         held,
         idempotency_key_required,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(json: &str) -> CatalogTool {
+        let catalog = crate::catalog::parse(&format!("[{json}]")).unwrap_or_else(|e| unreachable!("{e}"));
+        catalog.tools.into_iter().next().unwrap_or_else(|| unreachable!())
+    }
+
+    fn policy(text: &str) -> Policy {
+        crate::policy::parse(text).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    const SEED_DEFAULTS: &str = "version: 1\ndefaults:\n  operation_type: read_only\n  require_confirmation: false\n";
+
+    #[test]
+    fn defaults_confirmation_false_does_not_reach_tools_a_hint_made_transactional() {
+        let p = policy(SEED_DEFAULTS);
+        for hinted in [
+            r#"{"name":"t","annotations":{"readOnlyHint":false}}"#,
+            r#"{"name":"t","annotations":{"destructiveHint":true}}"#,
+            r#"{"name":"t","annotations":{"readOnlyHint":true,"destructiveHint":true}}"#,
+            r#"{"name":"t","effect":"external_message"}"#,
+            r#"{"name":"t","effect":"write"}"#,
+        ] {
+            let c = classify(&tool(hinted), Some(&p));
+            assert_eq!(
+                (c.operation_type, c.policy_source, c.confirmation_required),
+                (OperationType::Transactional, PolicySource::Catalog, true),
+                "{hinted}"
+            );
+        }
+        // A silent tool is typed by defaults: their `false` applies.
+        let c = classify(&tool(r#"{"name":"t"}"#), Some(&p));
+        assert_eq!(
+            (c.policy_source, c.confirmation_required),
+            (PolicySource::Defaults, false)
+        );
+        // Defaults that type tools transactional and switch confirmation off
+        // are the operator's explicit choice for those tools.
+        let p = policy("version: 1\ndefaults:\n  operation_type: transactional\n  require_confirmation: false\n");
+        let c = classify(&tool(r#"{"name":"t"}"#), Some(&p));
+        assert_eq!(
+            (c.operation_type, c.policy_source, c.confirmation_required),
+            (OperationType::Transactional, PolicySource::Defaults, false)
+        );
+        let c = classify(&tool(r#"{"name":"t","annotations":{"readOnlyHint":false}}"#), Some(&p));
+        assert_eq!(
+            (c.policy_source, c.confirmation_required),
+            (PolicySource::Catalog, true)
+        );
+    }
+
+    #[test]
+    fn builtin_transactional_needs_confirmation_whatever_defaults_say() {
+        let p = policy("version: 1\ndefaults:\n  require_confirmation: false\n");
+        let c = classify(&tool(r#"{"name":"t"}"#), Some(&p));
+        assert_eq!(
+            (c.operation_type, c.policy_source, c.confirmation_required),
+            (OperationType::Transactional, PolicySource::Builtin, true)
+        );
+    }
+
+    #[test]
+    fn only_the_tools_own_entry_or_legacy_fields_switch_confirmation_off() {
+        let hinted = tool(r#"{"name":"t","annotations":{"destructiveHint":true}}"#);
+        let p = policy(&format!(
+            "{SEED_DEFAULTS}tool_policies:\n  t: {{require_confirmation: false}}\n"
+        ));
+        let c = classify(&hinted, Some(&p));
+        assert_eq!(
+            (c.policy_source, c.confirmation_required),
+            (PolicySource::Catalog, false)
+        );
+        // An entry that types the tool but says nothing about confirmation:
+        // the builtin rule, not the defaults, decides.
+        let p = policy(&format!(
+            "{SEED_DEFAULTS}tool_policies:\n  t: {{operation_type: transactional}}\n"
+        ));
+        let c = classify(&hinted, Some(&p));
+        assert_eq!(
+            (c.policy_source, c.confirmation_required),
+            (PolicySource::ToolPolicies, true)
+        );
+        let p = policy(&format!(
+            "{SEED_DEFAULTS}tool_policies:\n  t: {{operation_type: read_only}}\n"
+        ));
+        let c = classify(&hinted, Some(&p));
+        assert_eq!(
+            (c.operation_type, c.confirmation_required),
+            (OperationType::ReadOnly, false)
+        );
+        // Legacy per-tool fields are the tool's own.
+        let legacy = |fields: &str| {
+            let catalog =
+                crate::catalog::parse(&format!("tools:\n  t:\n{fields}")).unwrap_or_else(|e| unreachable!("{e}"));
+            catalog.tools.into_iter().next().unwrap_or_else(|| unreachable!())
+        };
+        let p = policy(SEED_DEFAULTS);
+        let c = classify(
+            &legacy("    tool_type: transactional\n    confirmation_required: false\n"),
+            Some(&p),
+        );
+        assert_eq!(
+            (c.policy_source, c.confirmation_required),
+            (PolicySource::ToolsYaml, false)
+        );
+        let c = classify(
+            &legacy("    execution_policy: auto\n    tool_type: transactional\n"),
+            Some(&p),
+        );
+        assert!(!c.confirmation_required);
+        let c = classify(&legacy("    tool_type: transactional\n"), Some(&p));
+        assert_eq!(
+            (c.policy_source, c.confirmation_required),
+            (PolicySource::ToolsYaml, true)
+        );
+    }
+
+    #[test]
+    fn defaults_confirmation_true_still_tightens_every_tool_without_its_own_setting() {
+        let p = policy("version: 1\ndefaults:\n  operation_type: read_only\n  require_confirmation: true\n");
+        for json in [
+            r#"{"name":"t","annotations":{"readOnlyHint":true}}"#,
+            r#"{"name":"t","annotations":{"readOnlyHint":false}}"#,
+            r#"{"name":"t"}"#,
+        ] {
+            assert!(classify(&tool(json), Some(&p)).confirmation_required, "{json}");
+        }
+        let p = policy(
+            "version: 1\ndefaults:\n  require_confirmation: true\ntool_policies:\n  t: {operation_type: read_only}\n",
+        );
+        assert!(classify(&tool(r#"{"name":"t"}"#), Some(&p)).confirmation_required);
+    }
+
+    #[test]
+    fn without_a_policy_the_catalog_decides() {
+        let c = classify(&tool(r#"{"name":"t","annotations":{"readOnlyHint":false}}"#), None);
+        assert_eq!(
+            (c.policy_source, c.confirmation_required),
+            (PolicySource::Catalog, true)
+        );
+        let c = classify(&tool(r#"{"name":"t","annotations":{"readOnlyHint":true}}"#), None);
+        assert_eq!(
+            (c.policy_source, c.confirmation_required),
+            (PolicySource::Catalog, false)
+        );
     }
 }

@@ -12,6 +12,8 @@ use serde_json::Value;
 use serde_saphyr::Spanned;
 use std::fmt;
 
+mod keys;
+
 /// Largest YAML document accepted, in bytes.
 pub const MAX_YAML_BYTES: usize = 8 * 1024 * 1024;
 
@@ -133,13 +135,21 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
         });
     }
     refuse_tags(text, origin)?;
+    // Any key twice in one mapping, merge keys and resolved spellings
+    // included (`yaml/keys.rs`), with its position.
+    let keys_checked = keys::refuse_duplicate_keys(text, origin)?;
     let parsed: Result<Spanned<Raw>, _> = serde_saphyr::from_str_with_options(text, options());
     match parsed {
-        Ok(spanned) => Ok(Node {
-            value: spanned.value.0,
-            line: spanned.referenced.line(),
-            column: spanned.referenced.column(),
-        }),
+        Ok(spanned) => {
+            if let keys::Checked::Unfinished(problem) = keys_checked {
+                return Err(problem);
+            }
+            Ok(Node {
+                value: spanned.value.0,
+                line: spanned.referenced.line(),
+                column: spanned.referenced.column(),
+            })
+        }
         Err(err) => {
             let (line, column) = err.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
             Err(Problem::new(ProblemCode::Syntax, origin, first_line(&err.to_string())).at(line, column))

@@ -173,6 +173,32 @@ proptest! {
         prop_assert!(rules.listed_names(&direct).is_empty());
     }
 
+    /// `defaults.require_confirmation` speaks only for the tools `defaults`
+    /// typed: under any policy without entries (the held tool aside), every
+    /// transactional tool whose schema does not declare `confirmed` is typed
+    /// by the catalog or the builtin rule, or by `defaults`; only in the last
+    /// case can it run unconfirmed, and an unconfirmed call to any other is
+    /// `CONFIRMATION_REQUIRED`.
+    #[test]
+    fn defaults_never_switch_confirmation_off_for_hinted_or_builtin_writes((catalog, names) in catalog_strategy(), policy in policy_strategy()) {
+        let Some(policy) = policy else { return Ok(()) };
+        let rules = Rules::load(Some(&policy), &catalog).unwrap();
+        for name in &names {
+            let tool = rules.tool(name).unwrap();
+            let class = &tool.class;
+            if class.operation_type != policy_core::OperationType::Transactional
+                || class.held.is_some()
+                || class.policy_source == policy_core::PolicySource::Defaults
+            {
+                continue;
+            }
+            prop_assert!(class.confirmation_required, "{name}: {:?}", class);
+            let call = json!({"name": name, "arguments": {}}).to_string();
+            let d = rules.evaluate_json(call.as_bytes(), "{}");
+            prop_assert_eq!(d.code, Some(Code::ConfirmationRequired), "{}", d.json);
+        }
+    }
+
     /// Same inputs, same bytes.
     #[test]
     fn decisions_are_deterministic((catalog, names) in catalog_strategy(), policy in policy_strategy(), ctx in context_strategy()) {

@@ -1,0 +1,623 @@
+//! Duplicate keys, as every YAML reader would see them.
+//!
+//! A mapping that names a key twice is read differently by different tools:
+//! toolgate's parser keeps the first of two `<<` merge keys, PyYAML the last,
+//! so a reviewer could read a safe policy that is not the one enforced. This
+//! pass refuses, in every mapping of a policy or a YAML catalog:
+//!
+//! - any key written twice, merge keys (`<<`) included;
+//! - two keys that are *the same key to some reader*: the same text once
+//!   unquoted (`yes` / `"yes"`, `1` / `'1'`), or a plain scalar that YAML 1.1
+//!   or YAML 1.2 resolution turns into the same null, boolean or number as
+//!   another key (`~` / `null`, `yes` / `on` / `true`, `1` / `0x1` / `1.0` /
+//!   `+1` / `0o1`, `010` / `8`, and, as Python compares them, `yes` / `1`),
+//!   or into a value whose text (as a reader that turns keys into strings
+//!   writes it: `null`, `true`, `1`, `Infinity`) is the other key's text;
+//! - a key that two mappings merged by one `<<: [*a, *b]` both define (which
+//!   one wins is where readers disagree); the same anchor listed twice is
+//!   one mapping, not two.
+//!
+//! A key written in a mapping still overrides a merged one: every reader
+//! agrees on that (YAML's merge-key rule), and it is how merges are used.
+//!
+//! Runs before the main parse, so every duplicate is reported at its line
+//! and column (the main parse names some without a position). Aliases are
+//! not expanded here; the keys that merges copy are counted, and past a
+//! bound (or past a depth) the pass stops and leaves the verdict to the main
+//! parse's budgets: if the main parse then accepts the document, the load
+//! still fails with this pass's problem (fail closed).
+
+use crate::error::{Origin, Problem, ProblemCode};
+use granit_parser::{Event, ScalarStyle, Span};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// One thing a scalar key may mean to some YAML reader.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Meaning {
+    Text(String),
+    Null,
+    Bool(bool),
+    Int(i128),
+    /// A non-integral or out-of-range float, by its bits (every NaN is one).
+    Float(u64),
+}
+
+/// Every meaning of one key. Two keys are the same key when their
+/// meanings share one.
+type Identity = Rc<[Meaning]>;
+
+/// Keys, indexed by every meaning: a look-up costs a few tree searches, so
+/// a policy with 10 000 tools is not quadratic.
+#[derive(Debug, Default)]
+struct KeySet {
+    keys: Vec<Identity>,
+    index: BTreeMap<Meaning, usize>,
+}
+
+impl KeySet {
+    /// The key already here that is the same key as `key`.
+    fn find(&self, key: &[Meaning]) -> Option<&Identity> {
+        key.iter()
+            .find_map(|m| self.index.get(m))
+            .and_then(|&i| self.keys.get(i))
+    }
+
+    fn insert(&mut self, key: Identity) {
+        for m in key.iter() {
+            self.index.entry(m.clone()).or_insert(self.keys.len());
+        }
+        self.keys.push(key);
+    }
+}
+
+/// What a node is, as far as keys are concerned.
+#[derive(Debug, Clone)]
+enum Shape {
+    Scalar(Identity),
+    /// A mapping's keys after its own merges.
+    Map(Rc<[Identity]>),
+    /// A sequence's mapping elements (for `<<: [*a, *b]`), with positions.
+    Seq(Rc<[(Rc<[Identity]>, Position)]>),
+    Other,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Position {
+    line: u64,
+    column: u64,
+}
+
+impl From<&Span> for Position {
+    fn from(span: &Span) -> Self {
+        Position {
+            line: span.start.line() as u64,
+            column: span.start.col() as u64 + 1,
+        }
+    }
+}
+
+/// Keys copied by merges, across the document: a bound on this pass's work.
+const MAX_MERGED_KEYS: usize = 1_000_000;
+/// Deeper than the main parse allows (48); only a guard for the recursion.
+const MAX_DEPTH: usize = 256;
+
+/// How far the pass got without finding a duplicate.
+#[derive(Debug)]
+pub enum Checked {
+    /// Every mapping was checked.
+    All,
+    /// The pass stopped at a bound (merge work, depth): this problem fails
+    /// the load unless the main parse refuses the document first.
+    Unfinished(Problem),
+}
+
+/// Why the walk stopped early.
+enum Stop {
+    Duplicate(Problem),
+    Bound(Problem),
+}
+
+struct Checker<'input, I> {
+    events: I,
+    origin: Origin,
+    anchors: BTreeMap<usize, Shape>,
+    merged_keys: usize,
+    _input: std::marker::PhantomData<&'input ()>,
+}
+
+/// Refuses duplicate keys (module docs). Syntax errors are the main parse's
+/// to report; this pass stops quietly at one.
+pub fn refuse_duplicate_keys(text: &str, origin: Origin) -> Result<Checked, Problem> {
+    let mut checker = Checker {
+        events: granit_parser::Parser::new_from_str(text),
+        origin,
+        anchors: BTreeMap::new(),
+        merged_keys: 0,
+        _input: std::marker::PhantomData,
+    };
+    while let Some((event, span)) = checker.next_event() {
+        if is_node_start(&event) {
+            match checker.node(event, &span, 0, false) {
+                Ok(_) => {}
+                Err(Stop::Duplicate(problem)) => return Err(problem),
+                Err(Stop::Bound(problem)) => return Ok(Checked::Unfinished(problem)),
+            }
+        }
+    }
+    Ok(Checked::All)
+}
+
+fn is_node_start(event: &Event<'_>) -> bool {
+    matches!(
+        event,
+        Event::Scalar(..) | Event::SequenceStart(..) | Event::MappingStart(..) | Event::Alias(_)
+    )
+}
+
+impl<'input, I> Checker<'input, I>
+where
+    I: Iterator<Item = Result<(Event<'input>, Span), granit_parser::ScanError>>,
+{
+    fn next_event(&mut self) -> Option<(Event<'input>, Span)> {
+        self.events.next().and_then(Result::ok)
+    }
+
+    /// The next node or collection end, skipping presentation events.
+    fn next_structural(&mut self) -> Option<(Event<'input>, Span)> {
+        while let Some((event, span)) = self.next_event() {
+            if is_node_start(&event) || matches!(event, Event::SequenceEnd | Event::MappingEnd) {
+                return Some((event, span));
+            }
+            if matches!(event, Event::StreamEnd | Event::DocumentEnd) {
+                return None;
+            }
+        }
+        None
+    }
+
+    fn duplicate(&self, at: Position, message: String) -> Stop {
+        Stop::Duplicate(Problem::new(ProblemCode::Syntax, self.origin, message).at(at.line, at.column))
+    }
+
+    fn bound(&self, at: Position, message: &str) -> Stop {
+        Stop::Bound(Problem::new(ProblemCode::Syntax, self.origin, message).at(at.line, at.column))
+    }
+
+    fn remember(&mut self, anchor: usize, shape: &Shape) {
+        if anchor != 0 {
+            self.anchors.insert(anchor, shape.clone());
+        }
+    }
+
+    /// Reads one node whose first event is `event`. `as_key`: a scalar's
+    /// meanings are worked out (for keys and anchored scalars only).
+    fn node(&mut self, event: Event<'input>, span: &Span, depth: usize, as_key: bool) -> Result<Shape, Stop> {
+        if depth > MAX_DEPTH {
+            return Err(self.bound(Position::from(span), "the YAML nests too deeply"));
+        }
+        match event {
+            Event::Scalar(value, style, anchor, _) => {
+                if !as_key && anchor == 0 {
+                    return Ok(Shape::Other);
+                }
+                let shape = Shape::Scalar(meanings(&value, style == ScalarStyle::Plain).into());
+                self.remember(anchor, &shape);
+                Ok(shape)
+            }
+            Event::Alias(id) => Ok(self.anchors.get(&id).cloned().unwrap_or(Shape::Other)),
+            Event::SequenceStart(_, anchor, _) => {
+                let mut maps = Vec::new();
+                while let Some((child, at)) = self.next_structural() {
+                    if matches!(child, Event::SequenceEnd) {
+                        break;
+                    }
+                    if let Shape::Map(keys) = self.node(child, &at, depth + 1, false)? {
+                        maps.push((keys, Position::from(&at)));
+                    }
+                }
+                let shape = Shape::Seq(maps.into());
+                self.remember(anchor, &shape);
+                Ok(shape)
+            }
+            Event::MappingStart(_, anchor, _) => {
+                let shape = self.mapping(depth)?;
+                self.remember(anchor, &shape);
+                Ok(shape)
+            }
+            _ => Ok(Shape::Other),
+        }
+    }
+
+    fn mapping(&mut self, depth: usize) -> Result<Shape, Stop> {
+        let mut written = KeySet::default();
+        let mut merged: Vec<Identity> = Vec::new();
+        while let Some((key_event, key_span)) = self.next_structural() {
+            if matches!(key_event, Event::MappingEnd) {
+                break;
+            }
+            let is_merge = matches!(&key_event, Event::Scalar(v, ScalarStyle::Plain, _, _) if v == "<<");
+            let key_at = Position::from(&key_span);
+            let key = self.node(key_event, &key_span, depth + 1, true)?;
+            if let Shape::Scalar(identity) = key {
+                if let Some(first) = written.find(&identity) {
+                    let message = if is_merge {
+                        "a mapping has two merge keys (`<<`); readers disagree on which wins: merge a list `<<: [*a, *b]` instead".to_owned()
+                    } else {
+                        format!("duplicate key {}", describe_pair(first, &identity))
+                    };
+                    return Err(self.duplicate(key_at, message));
+                }
+                written.insert(identity);
+            }
+            let Some((value_event, value_span)) = self.next_structural() else {
+                break;
+            };
+            let value = self.node(value_event, &value_span, depth + 1, false)?;
+            if is_merge {
+                let sources: Vec<(Rc<[Identity]>, Position)> = match value {
+                    Shape::Map(keys) => vec![(keys, Position::from(&value_span))],
+                    Shape::Seq(maps) => maps.to_vec(),
+                    _ => Vec::new(),
+                };
+                let mut from_this_merge = KeySet::default();
+                for (i, (keys, at)) in sources.iter().enumerate() {
+                    // The same anchored mapping merged twice is one source:
+                    // the same node, which no reader can read two ways.
+                    if sources.iter().take(i).any(|(earlier, _)| Rc::ptr_eq(earlier, keys)) {
+                        continue;
+                    }
+                    let at = *at;
+                    self.merged_keys = self.merged_keys.saturating_add(keys.len());
+                    if self.merged_keys > MAX_MERGED_KEYS {
+                        return Err(self.bound(at, "too many keys copied by merge keys (`<<`)"));
+                    }
+                    for k in keys.iter() {
+                        if let Some(first) = from_this_merge.find(k) {
+                            return Err(self.duplicate(
+                                at,
+                                format!(
+                                    "two merged mappings both define {}; readers disagree on which wins: write the key in this mapping",
+                                    describe_pair(first, k)
+                                ),
+                            ));
+                        }
+                    }
+                    for k in keys.iter() {
+                        from_this_merge.insert(k.clone());
+                    }
+                }
+                merged.extend(from_this_merge.keys);
+            }
+        }
+        // The mapping's keys as a merge source elsewhere: its written keys
+        // (not `<<`), and the merged keys it does not override.
+        let merge_key = [Meaning::Text("<<".to_owned())];
+        let mut keys = KeySet::default();
+        for k in written.keys.iter().filter(|k| k.as_ref() != merge_key.as_slice()) {
+            keys.insert(k.clone());
+        }
+        for m in merged {
+            if written.find(&m).is_none() {
+                keys.insert(m);
+            }
+        }
+        Ok(Shape::Map(keys.keys.into()))
+    }
+}
+
+/// `` `yes` `` or `` `yes` (the same key as `true`) ``, for messages.
+fn describe_pair(first: &[Meaning], second: &[Meaning]) -> String {
+    let text = |m: &[Meaning]| match m.first() {
+        Some(Meaning::Text(t)) => crate::json::truncate_for_message(t),
+        _ => String::new(),
+    };
+    let (a, b) = (text(first), text(second));
+    if a == b {
+        format!("`{b}`")
+    } else {
+        format!("`{b}` (the same key as `{a}` to YAML readers)")
+    }
+}
+
+/// Every meaning a key may have: its text, and for a plain scalar, what
+/// YAML 1.1 and 1.2 (core schema) resolution make of it and that value's text.
+fn meanings(text: &str, plain: bool) -> Vec<Meaning> {
+    let mut out = vec![Meaning::Text(text.to_owned())];
+    if !plain {
+        return out;
+    }
+    let mut values = Vec::new();
+    resolve(text, &mut values);
+    for value in values {
+        if let Meaning::Bool(b) = value {
+            // Python: True == 1, False == 0 (one dict key).
+            push_unique(&mut out, Meaning::Int(i128::from(b)));
+        }
+        let text = value_text(&value);
+        if !text.is_empty() {
+            push_unique(&mut out, Meaning::Text(text));
+        }
+        push_unique(&mut out, value);
+    }
+    out
+}
+
+fn push_unique(out: &mut Vec<Meaning>, m: Meaning) {
+    if !out.contains(&m) {
+        out.push(m);
+    }
+}
+
+/// A resolved value's text as a reader that turns keys into strings (a
+/// JavaScript object) writes it.
+fn value_text(value: &Meaning) -> String {
+    match value {
+        Meaning::Text(t) => t.clone(),
+        Meaning::Null => "null".to_owned(),
+        Meaning::Bool(b) => b.to_string(),
+        Meaning::Int(n) => n.to_string(),
+        // A non-integral finite float keeps only its written text: writing
+        // floats the way JavaScript does would cost the component a float
+        // formatter for keys no policy uses.
+        Meaning::Float(bits) => {
+            let f = f64::from_bits(*bits);
+            if f.is_nan() {
+                "NaN".to_owned()
+            } else if f == f64::INFINITY {
+                "Infinity".to_owned()
+            } else if f == f64::NEG_INFINITY {
+                "-Infinity".to_owned()
+            } else {
+                String::new()
+            }
+        }
+    }
+}
+
+/// YAML 1.1 and YAML 1.2 core-schema resolution of a plain scalar, both
+/// (a little generously: a form either version accepts counts).
+fn resolve(text: &str, out: &mut Vec<Meaning>) {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => out.push(Meaning::Null),
+        "true" | "True" | "TRUE" | "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => {
+            out.push(Meaning::Bool(true))
+        }
+        "false" | "False" | "FALSE" | "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => {
+            out.push(Meaning::Bool(false))
+        }
+        _ => numbers(text, out),
+    }
+}
+
+fn numbers(text: &str, out: &mut Vec<Meaning>) {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let mut values: Vec<Meaning> = Vec::new();
+    match body {
+        ".inf" | ".Inf" | ".INF" => values.push(float(f64::INFINITY)),
+        ".nan" | ".NaN" | ".NAN" if body.len() == text.len() => values.push(float(f64::NAN)),
+        _ => {}
+    }
+    // Underscores are digit separators in YAML 1.1.
+    let digits: String = body.chars().filter(|&c| c != '_').collect();
+    let radix_int = |radix: u32, s: &str| -> Option<Meaning> {
+        let valid = !s.is_empty() && s.chars().all(|c| c.is_digit(radix));
+        valid
+            .then(|| i128::from_str_radix(s, radix).ok())
+            .flatten()
+            .map(Meaning::Int)
+    };
+    if let Some(hex) = digits.strip_prefix("0x") {
+        values.extend(radix_int(16, hex));
+    } else if let Some(oct) = digits.strip_prefix("0o") {
+        values.extend(radix_int(8, oct));
+    } else if let Some(bin) = digits.strip_prefix("0b") {
+        values.extend(radix_int(2, bin));
+    } else if digits.contains(':') {
+        values.extend(sexagesimal(&digits));
+    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        // 1.2: decimal; 1.1: a leading 0 means octal.
+        values.extend(radix_int(10, &digits));
+        if digits.len() > 1 && digits.starts_with('0') {
+            values.extend(radix_int(8, &digits));
+        }
+    } else if digits.bytes().any(|b| b.is_ascii_digit())
+        && digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+        && let Ok(f) = digits.parse::<f64>()
+    {
+        values.push(float(f));
+    }
+    for value in values {
+        out.push(match value {
+            Meaning::Int(n) if negative => Meaning::Int(-n),
+            Meaning::Float(bits) if negative => float(-f64::from_bits(bits)),
+            v => v,
+        });
+    }
+}
+
+/// YAML 1.1 base 60: `1:30` is 90, `1:30.5` is 90.5.
+fn sexagesimal(digits: &str) -> Option<Meaning> {
+    let mut parts = digits.split(':');
+    let first = parts.next()?;
+    if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut whole: f64 = first.parse().ok()?;
+    let mut fraction = None;
+    for part in parts {
+        let (minutes, frac) = match part.split_once('.') {
+            Some((m, f)) => (m, Some(f)),
+            None => (part, None),
+        };
+        if fraction.is_some() || minutes.is_empty() || minutes.len() > 2 || !minutes.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        let m: f64 = minutes.parse().ok()?;
+        if m >= 60.0 {
+            return None;
+        }
+        whole = whole * 60.0 + m;
+        fraction = frac;
+    }
+    match fraction {
+        Some(f) if !f.is_empty() => format!("0.{f}").parse::<f64>().ok().map(|fr| float(whole + fr)),
+        _ => Some(float(whole)),
+    }
+}
+
+/// Integral floats are the integer (Python: `1.0 == 1`; JavaScript: the same
+/// number); every NaN is one.
+fn float(f: f64) -> Meaning {
+    if f.is_nan() {
+        return Meaning::Float(f64::NAN.to_bits());
+    }
+    if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e38 {
+        // In range: the cast is exact for an integral value below 2^127.
+        #[allow(clippy::cast_possible_truncation)]
+        return Meaning::Int(f as i128);
+    }
+    Meaning::Float(f.to_bits())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<(), Problem> {
+        match refuse_duplicate_keys(text, Origin::Policy)? {
+            Checked::All => Ok(()),
+            Checked::Unfinished(problem) => Err(problem),
+        }
+    }
+
+    fn refused_at(text: &str) -> (u32, u32) {
+        let e = check(text).err().unwrap_or_else(|| unreachable!("accepted: {text}"));
+        assert_eq!(e.code, ProblemCode::Syntax);
+        (e.line, e.column)
+    }
+
+    #[test]
+    fn same_text_twice_is_refused_at_the_second() {
+        assert_eq!(refused_at("a: 1\nb: 2\na: 3\n"), (3, 1));
+        assert_eq!(refused_at("x:\n  <<: {a: 1}\n  <<: {b: 2}\n"), (3, 3));
+        assert_eq!(refused_at("{\"a\": 1, 'a': 2}"), (1, 10));
+        assert_eq!(refused_at("&k a: 1\n*k : 2\n"), (2, 1));
+    }
+
+    #[test]
+    fn keys_equal_after_resolution_are_refused() {
+        for (a, b) in [
+            ("yes", "\"yes\""),
+            ("yes", "true"),
+            ("on", "True"),
+            ("no", "off"),
+            ("yes", "\"true\""),
+            ("1", "'1'"),
+            ("1", "0x1"),
+            ("1", "1.0"),
+            ("1", "+1"),
+            ("1", "0o1"),
+            ("1", "yes"),
+            ("0", "false"),
+            ("010", "8"),
+            ("010", "10"),
+            ("1_000", "1000"),
+            ("1:30", "90"),
+            ("~", "null"),
+            ("~", "\"null\""),
+            ("NULL", "Null"),
+            (".inf", ".Inf"),
+            (".inf", "Infinity"),
+            ("-.inf", "-.INF"),
+            (".nan", ".NaN"),
+            ("1e3", "1000"),
+            ("0.5", ".5"),
+            ("-0", "0"),
+        ] {
+            let text = format!("{a}: x\n{b}: y\n");
+            assert_eq!(refused_at(&text), (2, 1), "{a} / {b}");
+        }
+    }
+
+    #[test]
+    fn different_keys_stay_different() {
+        for (a, b) in [
+            ("\"yes\"", "'true'"),
+            ("'1'", "'01'"),
+            ("'~'", "''"),
+            ("a", "A"),
+            ("alterar_plano", "alterar-plano"),
+            ("v1", "v2"),
+            ("1", "2"),
+            ("0.1", "0.10001"),
+            ("x:y", "x"),
+        ] {
+            let text = format!("{a}: x\n{b}: y\n");
+            assert!(check(&text).is_ok(), "{a} / {b}");
+        }
+    }
+
+    #[test]
+    fn a_written_key_may_override_a_merged_one() {
+        assert!(check("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  a: 3\n").is_ok());
+        assert!(check("base: &b {a: 1, b: 2}\nx:\n  a: 3\n  <<: *b\n").is_ok());
+        assert!(check("p: &p {a: 1}\nq: &q {b: 1}\nx:\n  <<: [*p, *q]\n").is_ok());
+        // Nested merges: the anchored mapping's keys include what it merged.
+        assert!(check("p: &p {a: 1}\nq: &q {<<: *p, b: 1}\nx:\n  <<: *q\n  a: 2\n").is_ok());
+    }
+
+    #[test]
+    fn a_key_two_merged_mappings_define_is_refused() {
+        assert_eq!(refused_at("p: &p {a: 1}\nq: &q {a: 2}\nx:\n  <<: [*p, *q]\n"), (4, 12));
+        // Also when the overlap comes from a nested merge, or by resolution.
+        assert_eq!(
+            refused_at("p: &p {a: 1}\nq: &q {<<: *p, b: 1}\nx:\n  <<: [*q, *p]\n"),
+            (4, 12)
+        );
+        assert_eq!(
+            refused_at("p: &p {yes: 1}\nq: &q {true: 2}\nx:\n  <<: [*p, *q]\n"),
+            (4, 12)
+        );
+        // The same anchor twice is one source.
+        assert!(check("p: &p {a: 1}\nx:\n  <<: [*p, *p]\n").is_ok());
+        // Even when the mapping writes the key itself.
+        assert_eq!(
+            refused_at("p: &p {a: 1}\nq: &q {a: 2}\nx:\n  a: 0\n  <<: [*p, *q]\n"),
+            (5, 12)
+        );
+    }
+
+    #[test]
+    fn merge_bombs_stop() {
+        let mut text = String::from("a0: &a0 {");
+        for i in 0..2000 {
+            text.push_str(&format!("k{i}: 1, "));
+        }
+        text.push_str("z: 1}\n");
+        for i in 0..600 {
+            text.push_str(&format!("m{i}: {{<<: *a0}}\n"));
+        }
+        let unfinished = refuse_duplicate_keys(&text, Origin::Policy);
+        assert!(matches!(unfinished, Ok(Checked::Unfinished(_))), "{unfinished:?}");
+        // The main parse accepts it (within its budgets): the load still fails.
+        assert_eq!(
+            crate::yaml::parse(&text, Origin::Policy).err().map(|e| e.code),
+            Some(ProblemCode::Syntax)
+        );
+    }
+
+    #[test]
+    fn duplicates_the_main_parse_reports_without_a_position_get_one() {
+        let e = crate::yaml::parse("a: x\n1: a\n'1': b\n", Origin::Policy)
+            .err()
+            .unwrap_or_else(|| unreachable!());
+        assert_eq!((e.code, e.line, e.column), (ProblemCode::Syntax, 3, 1));
+    }
+}
