@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _runtime
+from ._calljson import call_json, engine_json
 from ._faults import FAULTS, MAX_INPUT_BYTES
 from ._types import (
     ContextLike,
@@ -81,10 +82,10 @@ def _call_bytes(call: Any, arguments: Mapping[str, Any] | None) -> bytes:
     if isinstance(call, str):
         if arguments is None and call.lstrip().startswith("{"):
             return _utf8(call)
-        return _utf8(dumps({"name": call, "arguments": dict(arguments or {})}))
+        return _utf8(call_json(call, dict(arguments or {})))
     if isinstance(call, ToolCall):
-        return _utf8(dumps(call.to_dict()))
-    return _utf8(dumps(dict(call)))
+        return _utf8(engine_json(call.to_dict()))
+    return _utf8(engine_json(dict(call)))
 
 
 def _utf8(text: str) -> bytes:

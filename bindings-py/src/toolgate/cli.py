@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 from ._rules import EngineFault, LoadError, RuleSet
 from ._types import dumps
@@ -22,6 +22,13 @@ EXIT_FAILURE = 1
 EXIT_LOAD = 2
 EXIT_USAGE = 64
 _BLANK = b" \t\n\r\x0c"
+# What Rust's `str::trim` trims (`char::is_whitespace`: Unicode White_Space),
+# as the Rust CLI trims each --scopes / --allow item. Python's own `str.strip()`
+# differs: it also trims U+001C..U+001F (and follows the Python version's
+# Unicode tables).
+RUST_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 class _UsageError(Exception):
@@ -34,7 +41,21 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _split(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
+    """Rust's `Context::from_flags`: split on ",", trim, drop empty items."""
+    return [trimmed for item in value.split(",") if (trimmed := item.strip(RUST_WHITESPACE))]
+
+
+class _Once(argparse.Action):
+    """A flag given at most once, as clap (and the Node CLI) refuse a repeat."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        seen: set[str] = namespace.__dict__.setdefault("_given", set())
+        if self.dest in seen:
+            parser.error(f"the argument '{option}' cannot be used multiple times")
+        seen.add(self.dest)
+        setattr(namespace, self.dest, values)
 
 
 def _parser() -> _Parser:
@@ -45,11 +66,12 @@ def _parser() -> _Parser:
         ("list", "print the tools/list result this context may see"),
     ):
         cmd = sub.add_parser(name, help=help_text, allow_abbrev=False)
-        cmd.add_argument("--policy", metavar="FILE", help="tool_policies.yaml (absent: legacy behaviour)")
-        cmd.add_argument("--catalog", metavar="FILE", required=True, help="the tool catalog")
-        cmd.add_argument("--surface", choices=("confirming", "direct"), default="confirming")
-        cmd.add_argument("--scopes", metavar="A,B", help="granted scopes (absent: no scope check)")
-        cmd.add_argument("--allow", metavar="T1,T2", help="the route's allowlist (absent: all)")
+        once: Any = {"action": _Once}
+        cmd.add_argument("--policy", metavar="FILE", help="tool_policies.yaml (absent: legacy behaviour)", **once)
+        cmd.add_argument("--catalog", metavar="FILE", required=True, help="the tool catalog", **once)
+        cmd.add_argument("--surface", choices=("confirming", "direct"), default="confirming", **once)
+        cmd.add_argument("--scopes", metavar="A,B", help="granted scopes (absent: no scope check)", **once)
+        cmd.add_argument("--allow", metavar="T1,T2", help="the route's allowlist (absent: all)", **once)
     return parser
 
 

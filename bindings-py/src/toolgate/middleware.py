@@ -17,6 +17,14 @@ The same rules as the Node middleware (bindings-js ``guardServer``):
   the SDK answers an unknown tool; an allowed call reaches the handler with the
   engine fields (``confirmed``, ``confirmation``) removed where the tool's
   schema does not declare them (``strip-fields``);
+- the engine decides on exactly the values the handler gets: the arguments are
+  written for it by ``_calljson`` (``inf``/``nan`` from ``1e400``,
+  ``Infinity``, ``NaN`` on the wire are refused by the engine, never rewritten),
+  and on FastMCP, whose handlers get the arguments as its pydantic model
+  validated them (coercions, defaults, JSON pre-parsing of strings), those
+  validated arguments are decided again when they differ from the ones sent
+  (with the engine fields the call carried; a parameter left out by the client
+  whose value is ``None`` counts as absent), and a deny is the call's result;
 - the default context is the confirming surface, with the scopes of the
   request's access token when the transport authenticated it.
 
@@ -25,14 +33,18 @@ The catalog is the server's own ``tools/list`` unless one is given.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp import types
 from mcp.server.lowlevel import Server
 
+from ._calljson import call_json, engine_json
 from ._faults import FAULTS
 from ._rules import EngineFault, RuleSet
 from ._types import Context, ContextLike, Decision
@@ -41,6 +53,31 @@ from .router import catalog_from_tools
 ContextFactory = Callable[[Any], ContextLike]
 UnknownTool = Callable[[str], types.CallToolResult]
 OnDecision = Callable[[Decision, str], None]
+
+
+@dataclass
+class _Allowed:
+    """What the engine allowed for the call in progress (FastMCP's handler check)."""
+
+    name: str
+    sent: dict[str, Any]
+    engine_fields: dict[str, Any]
+    context: ContextLike
+    rules: RuleSet
+    denied: Decision | None = None
+
+
+_ALLOWED: contextvars.ContextVar[_Allowed | None] = contextvars.ContextVar("toolgate_allowed", default=None)
+_CHECKED = "__toolgate_checked__"
+
+
+class _Denied(Exception):
+    """Raised in place of a FastMCP handler whose validated arguments the engine denied."""
+
+
+def _same_arguments(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether the engine would read the same arguments (top-level key order aside)."""
+    return a.keys() == b.keys() and all(engine_json(a[k]) == engine_json(b[k]) for k in a)
 
 
 def default_context(request_context: Any = None) -> Context:
@@ -77,9 +114,16 @@ def blocked_result(decision: Decision, structured: bool = True) -> types.CallToo
 def _text(value: str | os.PathLike[str] | None) -> str | None:
     if value is None:
         return None
-    if isinstance(value, os.PathLike) or (isinstance(value, str) and "\n" not in value and Path(value).is_file()):
+    if isinstance(value, os.PathLike) or (isinstance(value, str) and "\n" not in value and _is_file(value)):
         return Path(value).read_text(encoding="utf-8")
     return value
+
+
+def _is_file(value: str) -> bool:
+    try:
+        return Path(value).is_file()
+    except (OSError, ValueError):  # a one-line JSON text too long (or odd) for a path: text
+        return False
 
 
 class Guard:
@@ -89,6 +133,7 @@ class Guard:
         self,
         server: Server[Any, Any],
         *,
+        fastmcp: Any = None,
         rules: RuleSet | None,
         policy: str | None,
         catalog: str | None,
@@ -103,6 +148,7 @@ class Guard:
         self._on_decision = on_decision
         self._output_schemas: dict[str, bool] = {}
         self.server = server
+        self._fastmcp = fastmcp
         self._rules = rules
         self._policy = policy
         self._catalog = catalog
@@ -172,7 +218,9 @@ class Guard:
         name = req.params.name
         arguments = req.params.arguments or {}
         rules = await self.rules()
-        decision = rules.evaluate({"name": name, "arguments": arguments}, context=self.context())
+        context = self.context()
+        # The exact values the handler gets (see _calljson): never json.dumps.
+        decision = rules.evaluate(call_json(name, arguments), context=context)
         if self._on_decision is not None:
             self._on_decision(decision, name)
         if decision.code == "NOT_FOUND":
@@ -184,11 +232,68 @@ class Guard:
         except EngineFault:
             fault = Decision.from_json(FAULTS["ENGINE_TRAP"])
             return types.ServerResult(blocked_result(fault, await self._structured_for(name)))
-        if any(f in arguments for f in strip):
+        engine_fields = {f: arguments[f] for f in strip if f in arguments}
+        if engine_fields:
             arguments = {k: v for k, v in arguments.items() if k not in strip}
             params = req.params.model_copy(update={"arguments": arguments})
             req = req.model_copy(update={"params": params})
-        return await self._call(req)  # type: ignore[no-any-return]
+        if not self._check_tool(name):
+            return await self._call(req)  # type: ignore[no-any-return]
+        allowed = _Allowed(name, arguments, engine_fields, context, rules)
+        token = _ALLOWED.set(allowed)
+        try:
+            result = await self._call(req)
+        finally:
+            _ALLOWED.reset(token)
+        if allowed.denied is not None:
+            return types.ServerResult(blocked_result(allowed.denied, await self._structured_for(name)))
+        return result  # type: ignore[no-any-return]
+
+    def _check_tool(self, name: str) -> bool:
+        """On FastMCP: makes the tool's handler check the arguments it gets
+        (see the module doc); False when there is no such tool to check."""
+        manager = getattr(self._fastmcp, "_tool_manager", None)
+        tool = manager.get_tool(name) if manager is not None else None
+        if tool is None:
+            return False
+        if getattr(tool.fn, _CHECKED, None) is self:
+            return True
+        fn = tool.fn
+        context_kwarg = tool.context_kwarg
+
+        def check(kwargs: dict[str, Any]) -> None:
+            allowed = _ALLOWED.get()
+            if allowed is None or allowed.name != name:
+                return  # not a tools/call request through this guard
+            got = {k: v for k, v in kwargs.items() if k != context_kwarg and not (v is None and k not in allowed.sent)}
+            if _same_arguments(got, allowed.sent):
+                return
+            decided = {**got, **allowed.engine_fields}
+            decision = allowed.rules.evaluate(call_json(name, decided), context=allowed.context)
+            if self._on_decision is not None:
+                self._on_decision(decision, name)
+            if not decision.ok:
+                allowed.denied = decision
+                raise _Denied(decision.json)
+
+        wrapper: Any
+        if tool.is_async:
+
+            @functools.wraps(fn)
+            async def wrapper(**kwargs: Any) -> Any:
+                check(kwargs)
+                return await fn(**kwargs)
+
+        else:
+
+            @functools.wraps(fn)
+            def wrapper(**kwargs: Any) -> Any:
+                check(kwargs)
+                return fn(**kwargs)
+
+        setattr(wrapper, _CHECKED, self)
+        tool.fn = wrapper
+        return True
 
 
 def protect(
@@ -221,6 +326,7 @@ def protect(
             raise ValueError(f"register the server's {request.__name__} handler before protect()")
     return Guard(
         lowlevel,
+        fastmcp=server if server is not lowlevel else None,
         rules=rules,
         policy=_text(policy),
         catalog=_text(catalog),
