@@ -58,6 +58,9 @@ function parseArgs(argv) {
     if (value === undefined) {
       if (i + 1 >= rest.length) usageError(`${name} needs a value`);
       value = rest[++i];
+      // As clap: a separate value may not look like a flag ("-" alone may);
+      // `--flag=-x` says it is one.
+      if (value.startsWith('-') && value !== '-') usageError(`${name} needs a value (${JSON.stringify(value)} reads as a flag; write ${name}=${value})`);
     }
     if (name in flags) usageError(`${name} given more than once`);
     flags[name] = value;

@@ -144,6 +144,31 @@ test('cli: usage errors exit 64, load errors exit 2 with file:line:column', () =
   }
 });
 
+test('cli: a repeated flag and a separate value that reads as a flag are usage errors, as clap has them (issue 11 (7))', () => {
+  const seed = ['--catalog', join(fixtures, 'seed-catalog.json')];
+  for (const [flags, status] of /** @type {[string[], number][]} */ ([
+    [['--allow', 'a', '--allow', 'b'], 64],
+    [['--scopes=a', '--scopes=a'], 64],
+    [['--surface', 'direct', '--surface', 'direct'], 64],
+    [['--scopes', '-x'], 64],
+    [['--scopes', '-1'], 64],
+    [['--allow', '--'], 64],
+    [['--scopes=-1'], 0],
+    [['--allow', '-'], 0],
+    [['--allow', '\u00a0get_capabilities\u3000,\u2003'], 0],
+  ])) {
+    const r = node(['list', ...seed, ...flags]);
+    assert.equal(r.status, status, `${flags.join(' ')}: ${r.stderr}`);
+    if (haveRust) {
+      const rr = rust(['list', ...seed, ...flags]);
+      assert.equal(rr.status, status, flags.join(' '));
+      assert.ok(r.stdout.equals(rr.stdout), flags.join(' '));
+    }
+  }
+  const trimmed = node(['list', ...seed, '--allow', '\u00a0get_capabilities\u3000,\u2003']);
+  assert.deepEqual(JSON.parse(trimmed.stdout.toString()).tools.map((/** @type {any} */ t) => t.name), ['get_capabilities']);
+});
+
 test('cli: npx toolgate runs this package\'s bin', () => {
   const r = spawnSync('npx', ['--no-install', 'toolgate', 'list', ...plans], { cwd: pkgDir });
   assert.equal(r.status, 0, r.stderr.toString());

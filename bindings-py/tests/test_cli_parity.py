@@ -81,6 +81,14 @@ CASES: list[list[str]] = [
     ["--surface", "direct", "--surface", "confirming"],
     ["--policy", "{policy}", "--policy", "{policy}"],
     ["--catalog", "{catalog}"],
+    # A separate value that reads as a flag: refused as clap refuses it ("-" alone is a value; `=` says it is one).
+    ["--scopes", "-x"],
+    ["--scopes", "-1"],
+    ["--allow", "--"],
+    ["--allow", "--scopes"],
+    ["--allow", "-"],
+    ["--scopes=-1"],
+    ["--allow=--"],
 ]
 
 
@@ -102,6 +110,8 @@ def _expected(flags: list[str], rules: RuleSet) -> tuple[int, bytes]:
         if not value and "=" not in flags[i]:
             i += 1
             value = flags[i]
+            if value.startswith("-") and value != "-":
+                return 64, b""
         if name in given:
             return 64, b""
         given[name] = value

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, Any, NoReturn
+from dataclasses import dataclass
+from typing import IO, NoReturn
 
 from ._rules import EngineFault, LoadError, RuleSet
 from ._types import dumps
@@ -45,17 +46,59 @@ def _split(value: str) -> list[str]:
     return [trimmed for item in value.split(",") if (trimmed := item.strip(RUST_WHITESPACE))]
 
 
-class _Once(argparse.Action):
-    """A flag given at most once, as clap (and the Node CLI) refuse a repeat."""
+_FLAGS = ("--policy", "--catalog", "--surface", "--scopes", "--allow")
 
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
-    ) -> None:
-        seen: set[str] = namespace.__dict__.setdefault("_given", set())
-        if self.dest in seen:
-            parser.error(f"the argument '{option}' cannot be used multiple times")
-        seen.add(self.dest)
-        setattr(namespace, self.dest, values)
+
+@dataclass
+class _Args:
+    command: str
+    catalog: str
+    policy: str | None = None
+    surface: str = "confirming"
+    scopes: str | None = None
+    allow: str | None = None
+
+
+def _read_args(argv: list[str]) -> _Args:
+    """The flags as clap reads them for the Rust CLI (and bin/toolgate.mjs):
+    ``--flag VALUE`` or ``--flag=VALUE``; a separate VALUE that reads as a flag
+    (starts with "-", "-" alone excepted) is missing; a flag given twice, an
+    unknown argument, a missing --catalog or a bad --surface is a usage error.
+    (argparse differs: it takes "-1" as a value, drops a "--" value, lets the
+    last repeat win.)"""
+    if not argv or argv[0] not in ("eval", "list"):
+        raise _UsageError(
+            "toolgate: error: missing command" if not argv else f"toolgate: error: unknown command {argv[0]!r}"
+        )
+    given: dict[str, str] = {}
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name not in _FLAGS:
+            raise _UsageError(f"toolgate: error: unexpected argument {arg!r}")
+        if not eq:
+            if i + 1 >= len(argv) or (argv[i + 1].startswith("-") and argv[i + 1] != "-"):
+                raise _UsageError(f"toolgate: error: a value is required for '{name}' (write {name}=VALUE)")
+            i += 1
+            value = argv[i]
+        if name in given:
+            raise _UsageError(f"toolgate: error: the argument '{name}' cannot be used multiple times")
+        given[name] = value
+        i += 1
+    if "--catalog" not in given:
+        raise _UsageError("toolgate: error: the following arguments are required: --catalog")
+    surface = given.get("--surface", "confirming")
+    if surface not in ("confirming", "direct"):
+        raise _UsageError(f"toolgate: error: --surface must be confirming or direct, not {surface!r}")
+    return _Args(
+        command=argv[0],
+        catalog=given["--catalog"],
+        policy=given.get("--policy"),
+        surface=surface,
+        scopes=given.get("--scopes"),
+        allow=given.get("--allow"),
+    )
 
 
 def _parser() -> _Parser:
@@ -66,12 +109,11 @@ def _parser() -> _Parser:
         ("list", "print the tools/list result this context may see"),
     ):
         cmd = sub.add_parser(name, help=help_text, allow_abbrev=False)
-        once: Any = {"action": _Once}
-        cmd.add_argument("--policy", metavar="FILE", help="tool_policies.yaml (absent: legacy behaviour)", **once)
-        cmd.add_argument("--catalog", metavar="FILE", required=True, help="the tool catalog", **once)
-        cmd.add_argument("--surface", choices=("confirming", "direct"), default="confirming", **once)
-        cmd.add_argument("--scopes", metavar="A,B", help="granted scopes (absent: no scope check)", **once)
-        cmd.add_argument("--allow", metavar="T1,T2", help="the route's allowlist (absent: all)", **once)
+        cmd.add_argument("--policy", metavar="FILE", help="tool_policies.yaml (absent: legacy behaviour)")
+        cmd.add_argument("--catalog", metavar="FILE", required=True, help="the tool catalog")
+        cmd.add_argument("--surface", choices=("confirming", "direct"), default="confirming")
+        cmd.add_argument("--scopes", metavar="A,B", help="granted scopes (absent: no scope check)")
+        cmd.add_argument("--allow", metavar="T1,T2", help="the route's allowlist (absent: all)")
     return parser
 
 
@@ -100,14 +142,20 @@ def main(
     stdin = stdin if stdin is not None else sys.stdin.buffer
     stdout = stdout if stdout is not None else sys.stdout.buffer
     stderr = stderr if stderr is not None else sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv) or argv[:1] == ["help"]:
+        try:  # argparse writes the help
+            _parser().parse_args(argv if argv[:1] != ["help"] else ["--help"])
+        except _UsageError:
+            pass
+        except SystemExit as e:
+            return int(e.code or 0)
     try:
-        args = _parser().parse_args(argv)
+        args = _read_args(argv)
     except _UsageError as e:
         _parser().print_usage(stderr)
         stderr.write(f"{e}\n")
         return EXIT_USAGE
-    except SystemExit as e:  # --help
-        return int(e.code or 0)
 
     context: dict[str, object] = {"surface": args.surface}
     if args.scopes is not None:
