@@ -12,20 +12,45 @@ import {
 /** The WIT contract version this package speaks; checked on every load. */
 export const CONTRACT_VERSION = '0.1.0';
 
+// BEGIN limits: generated from component-build/src/limits.rs by
+// `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
 /**
  * Default cap on the component's linear memory, per Toolgate, in bytes. Plain
  * WebAssembly cannot refuse the guest's `memory.grow` here (the memory is the
  * core module's own, with no maximum), so the cap is checked after each call:
  * over it, the call is denied `ENGINE_OUT_OF_MEMORY` and the instance replaced.
  */
-export const DEFAULT_MAX_MEMORY_BYTES = 1024 * 1024 * 1024;
+export const DEFAULT_MAX_MEMORY_BYTES = 1073741824;
+/** The guest meter's budget per call, compiled into the component (for reference). */
+export const CALL_BUDGET = 50000000000;
+// END limits
 /**
- * Default per-call deadline in milliseconds (a 4 MiB call takes ~0.2 s). There
- * is no fuel in JS and a synchronous wasm call cannot be interrupted on its own
- * thread: the deadline is checked when the call returns, and a later answer is
- * dropped (`ENGINE_LIMIT`). It bounds what is accepted, not how long a call runs.
+ * Default per-call deadline in milliseconds, a wall-clock backstop only. What
+ * stops a runaway call is the component's own compute budget (the guest meter,
+ * compiled in by component-build: the same units in V8 as in wasmtime): the
+ * call traps inside the guest when the budget runs out and is denied
+ * `ENGINE_LIMIT`, exactly as in the Rust and Python hosts. The deadline is
+ * checked when a call returns (a later answer is dropped, `ENGINE_LIMIT`); the
+ * heaviest calls under the budget take well under it (a 3.6 MB context ~0.25 s,
+ * a runaway call stops after 1-4 s here), so it decides only on a machine
+ * many times slower. `Infinity` turns it off, making decisions independent of
+ * wall time.
  */
 export const DEFAULT_DEADLINE_MS = 5000;
+
+/**
+ * Whether a trap is the guest meter's: the component divides by zero when its
+ * budget runs out (`i32.div_u` by 0), which Rust-compiled code never does (it
+ * checks divisors and panics, an `unreachable`). V8 reports it as a
+ * `WebAssembly.RuntimeError` "divide by zero".
+ * @param {unknown} e
+ */
+function isMeterTrap(e) {
+  for (let err = e, depth = 0; err && depth < 4; err = /** @type {any} */ (err).cause, depth++) {
+    if (err instanceof WebAssembly.RuntimeError && /divide by zero/i.test(err.message)) return true;
+  }
+  return false;
+}
 
 const perf = globalThis.performance;
 const now = typeof perf?.now === 'function' ? () => perf.now() : Date.now;
@@ -261,7 +286,7 @@ const FAULT_DECISIONS = Object.freeze({
 /** The typed error for a fault on a call that returns a value (list, turn, stripFields). */
 function engineFault(/** @type {EngineFaultCode} */ code, /** @type {unknown} */ cause) {
   if (code === 'ENGINE_OUT_OF_MEMORY') return new EngineOutOfMemoryError('the policy engine went over its memory cap on this request; it was not served', cause);
-  if (code === 'ENGINE_LIMIT') return new EngineLimitError('the policy engine went over its deadline on this request; it was not served');
+  if (code === 'ENGINE_LIMIT') return new EngineLimitError('the policy engine ran out of its compute budget (or deadline) on this request; it was not served');
   return new EngineTrapError('the policy engine failed on this request; it was not served', cause);
 }
 
@@ -374,6 +399,7 @@ export class Toolgate {
       const p = problemOf(e);
       if (p) throw new LoadError(p);
       if (over()) throw new EngineOutOfMemoryError('loading the rules went over maxMemoryBytes', e);
+      if (isMeterTrap(e)) throw new EngineLimitError('loading the rules ran out of the compute budget');
       throw new EngineTrapError('the policy engine failed while loading the rules', e);
     }
     if (over()) throw new EngineOutOfMemoryError('loading the rules went over maxMemoryBytes');
@@ -411,10 +437,13 @@ export class Toolgate {
     }
   }
 
-  /** After the component threw (a trap): classify, replace the instance. */
-  #fault() {
+  /**
+   * After the component threw (a trap): classify, replace the instance.
+   * @param {unknown} e
+   */
+  #fault(e) {
     /** @type {EngineFaultCode} */
-    const code = this.#memoryOver() ? 'ENGINE_OUT_OF_MEMORY' : 'ENGINE_TRAP';
+    const code = this.#memoryOver() ? 'ENGINE_OUT_OF_MEMORY' : isMeterTrap(e) ? 'ENGINE_LIMIT' : 'ENGINE_TRAP';
     this.#rules = null;
     this.#recover();
     return code;
@@ -459,8 +488,8 @@ export class Toolgate {
     try {
       this.#beforeCall();
       json = this.#fast ? this.#fast(bytes, ctx) : this.#rules.evaluate(bytes, ctx);
-    } catch {
-      return FAULT_DECISIONS[this.#fault()];
+    } catch (e) {
+      return FAULT_DECISIONS[this.#fault(e)];
     }
     const fault = this.#afterCall(start);
     return fault ? FAULT_DECISIONS[fault] : new Decision(json);
@@ -523,7 +552,7 @@ export class Toolgate {
     } catch (e) {
       if (e instanceof ToolgateError) throw e;
       const p = problemOf(e);
-      if (!p) throw engineFault(this.#fault(), e);
+      if (!p) throw engineFault(this.#fault(e), e);
       const fault = this.#afterCall(start);
       if (fault) throw engineFault(fault, undefined);
       throw new ProblemError(p);

@@ -10,5 +10,8 @@ export const HOST_FAULTS = Object.freeze({
   INPUT_TOO_LARGE: '{"ok":false,"error":{"code":"INPUT_TOO_LARGE","message":"The call is larger than this host accepts; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}',
 });
 
+// BEGIN limits: generated from component-build/src/limits.rs by
+// `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
 /** Calls and contexts over this many bytes never reach the component. */
 export const MAX_INPUT_BYTES = 4194304;
+// END limits

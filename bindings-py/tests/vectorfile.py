@@ -10,7 +10,19 @@ from typing import Any
 FILE_KEYS = {"spec", "description", "policy", "policy_text", "catalog", "catalog_text", "expect_load_error", "cases"}
 LOAD_ERROR_KEYS = {"code", "line", "column"}
 CASE_KEYS = {
-    "evaluate": {"name", "op", "context", "context_text", "call", "call_text", "call_hex", "expect", "expect_code"},
+    # component_only: a case the native engine (no guest meter) does not run.
+    "evaluate": {
+        "name",
+        "op",
+        "context",
+        "context_text",
+        "call",
+        "call_text",
+        "call_hex",
+        "expect",
+        "expect_code",
+        "component_only",
+    },
     "list": {"name", "op", "context", "expect", "expect_names"},
     "turn": {"name", "op", "state", "input", "expect"},
     "strip_fields": {"name", "op", "tool", "expect"},

@@ -7,6 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// toolgate's resource limits, defined once (host-rs includes this file; the
+/// JavaScript and Python constants are generated from it: [`generated_limits`]).
+pub mod limits;
+pub mod meter;
+
 pub const GUEST_TARGET: &str = "wasm32-unknown-unknown";
 pub const GUEST_PROFILE: &str = "guest";
 
@@ -75,9 +80,15 @@ pub fn build_package_module(workspace_root: &Path, package: &str) -> Result<Path
         .join(format!("{}.wasm", package.replace('-', "_"))))
 }
 
-/// Wraps a core module (with wit-bindgen's component-type section) into a
-/// validated component.
+/// Meters a core module (with wit-bindgen's component-type section) with the
+/// default budgets ([`meter`]) and wraps it into a validated component.
 pub fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
+    componentize_unmetered(&meter::instrument(module, meter::Budgets::DEFAULT)?)
+}
+
+/// Wraps a core module into a validated component as it is, without the
+/// meter (to measure what the meter costs; never shipped).
+pub fn componentize_unmetered(module: &[u8]) -> Result<Vec<u8>, String> {
     wit_component::ComponentEncoder::default()
         .module(module)
         .map_err(|e| format!("not a wit-bindgen module: {e:#}"))?
@@ -127,4 +138,91 @@ pub fn interface(component: &[u8]) -> Result<(Vec<String>, Vec<String>), String>
         }
     }
     Ok((imports, exports))
+}
+
+/// Where the generated limit constants go, and how a line comment starts there.
+const LIMIT_FILES: &[(&str, &str)] = &[
+    ("bindings-js/src/faults.js", "//"),
+    ("bindings-js/src/core.js", "//"),
+    ("bindings-py/src/toolgate/_faults.py", "#"),
+];
+
+/// The generated block of one bindings file, between its marker lines.
+fn limits_block(path: &str, comment: &str) -> String {
+    use limits::*;
+    let begin = format!(
+        "{comment} BEGIN limits: generated from component-build/src/limits.rs by\n{comment} `cargo run --release --locked -p component-build -- --write-limits`; do not edit.\n"
+    );
+    let end = format!("{comment} END limits\n");
+    let body = if path.ends_with("faults.js") {
+        format!(
+            "/** Calls and contexts over this many bytes never reach the component. */\n\
+             export const MAX_INPUT_BYTES = {MAX_INPUT_BYTES};\n"
+        )
+    } else if path.ends_with(".js") {
+        format!(
+            "/**\n \
+             * Default cap on the component's linear memory, per Toolgate, in bytes. Plain\n \
+             * WebAssembly cannot refuse the guest's `memory.grow` here (the memory is the\n \
+             * core module's own, with no maximum), so the cap is checked after each call:\n \
+             * over it, the call is denied `ENGINE_OUT_OF_MEMORY` and the instance replaced.\n \
+             */\n\
+             export const DEFAULT_MAX_MEMORY_BYTES = {MAX_MEMORY_BYTES};\n\
+             /** The guest meter's budget per call, compiled into the component (for reference). */\n\
+             export const CALL_BUDGET = {CALL_BUDGET};\n"
+        )
+    } else {
+        format!(
+            "#: Calls and contexts over this many bytes never reach the component.\n\
+             MAX_INPUT_BYTES = {MAX_INPUT_BYTES}\n\
+             #: Default cap on the component's linear memory per rule set, in bytes.\n\
+             MAX_MEMORY_BYTES = {MAX_MEMORY_BYTES}\n\
+             #: The guest meter's budgets, compiled into the component (for reference\n\
+             #: and to size the fuel backstop).\n\
+             CALL_BUDGET = {CALL_BUDGET}\n\
+             LOAD_BUDGET = {LOAD_BUDGET}\n\
+             LOAD_BUDGET_PER_INPUT_BYTE = {LOAD_BUDGET_PER_INPUT_BYTE}\n\
+             #: Wasmtime fuel is this many times the guest budget: a backstop the meter\n\
+             #: always reaches first.\n\
+             FUEL_BACKSTOP_FACTOR = {FUEL_BACKSTOP_FACTOR}\n"
+        )
+    };
+    format!("{begin}{body}{end}")
+}
+
+/// Each bindings file with its generated limits block as it should be:
+/// `(path under the workspace root, current text, expected text)`.
+pub fn generated_limits(workspace_root: &Path) -> Result<Vec<(PathBuf, String, String)>, String> {
+    let mut out = Vec::new();
+    for (rel, comment) in LIMIT_FILES {
+        let path = workspace_root.join(rel);
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let begin = format!("{comment} BEGIN limits");
+        let end = format!("{comment} END limits\n");
+        let (Some(start), Some(stop)) = (text.find(&begin), text.find(&end)) else {
+            return Err(format!(
+                "{}: no `{begin}` ... `{}` block",
+                path.display(),
+                end.trim_end()
+            ));
+        };
+        let (Some(head), Some(tail)) = (text.get(..start), text.get(stop + end.len()..)) else {
+            return Err(format!("{}: misplaced limits block", path.display()));
+        };
+        let expected = format!("{head}{}{tail}", limits_block(rel, comment));
+        out.push((path, text, expected));
+    }
+    Ok(out)
+}
+
+/// Rewrites the generated limits blocks; returns the files that changed.
+pub fn write_generated_limits(workspace_root: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut changed = Vec::new();
+    for (path, text, expected) in generated_limits(workspace_root)? {
+        if text != expected {
+            std::fs::write(&path, expected).map_err(|e| format!("{}: {e}", path.display()))?;
+            changed.push(path);
+        }
+    }
+    Ok(changed)
 }

@@ -2,9 +2,11 @@
 //!
 //! Load once, evaluate many. An [`Engine`] compiles the component once (or
 //! loads a precompiled artifact); each [`RuleSet`] is one instance holding one
-//! loaded policy + catalog. Every call runs under a fuel budget and a memory
-//! cap; a trap or an exhausted limit is a deny with its own code (never an
-//! allow), and the rule set re-instantiates itself so the next call is served.
+//! loaded policy + catalog. Every call runs under the component's own compute
+//! budget (the guest meter, the same in every runtime; wasmtime fuel is only a
+//! larger backstop) and a memory cap; a trap or an exhausted limit is a deny
+//! with its own code (never an allow), and the rule set re-instantiates itself
+//! so the next call is served.
 //!
 //! ```no_run
 //! let engine = toolgate::Engine::new()?;
@@ -230,10 +232,24 @@ impl Decision {
     }
 }
 
-/// Per-call resource limits.
+/// toolgate's limits, defined once for every host
+/// (`component-build/src/limits.rs`, included here as is; the JavaScript and
+/// Python constants are generated from it).
+pub mod limits {
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../component-build/src/limits.rs"));
+}
+
+/// Per-call resource limits of this host.
+///
+/// The compute budget that decides `ENGINE_LIMIT` is not here: it is compiled
+/// into the component (the guest meter, [`limits::CALL_BUDGET`] and the load
+/// budgets), so Rust, Node and Python stop a runaway call at the same point.
+/// The fuel below is a backstop [`limits::FUEL_BACKSTOP_FACTOR`] times larger
+/// that the meter always reaches first; lowering it below the guest budget
+/// (tests do) makes wasmtime stop calls earlier, with the same `ENGINE_LIMIT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Fuel (≈ wasm instructions) for one evaluate / list / turn call.
+    /// Wasmtime fuel (≈ wasm instructions) for one evaluate / list / turn call.
     pub call_fuel: u64,
     /// Fuel for loading a rule set (parsing and compiling every schema): at
     /// least this much, and more for a big catalog (see below).
@@ -251,12 +267,16 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        use limits::*;
+        // The budgets are positive constants: `unsigned_abs` is the value.
         Limits {
-            call_fuel: 2_000_000_000,
-            load_fuel: 50_000_000_000,
-            load_fuel_per_input_byte: 100_000,
-            max_memory_bytes: 1 << 30,
-            max_input_bytes: 4 * 1024 * 1024,
+            call_fuel: CALL_BUDGET.unsigned_abs().saturating_mul(FUEL_BACKSTOP_FACTOR),
+            load_fuel: LOAD_BUDGET.unsigned_abs().saturating_mul(FUEL_BACKSTOP_FACTOR),
+            load_fuel_per_input_byte: LOAD_BUDGET_PER_INPUT_BYTE
+                .unsigned_abs()
+                .saturating_mul(FUEL_BACKSTOP_FACTOR),
+            max_memory_bytes: usize::try_from(MAX_MEMORY_BYTES).unwrap_or(usize::MAX),
+            max_input_bytes: usize::try_from(MAX_INPUT_BYTES).unwrap_or(usize::MAX),
         }
     }
 }
@@ -498,6 +518,10 @@ fn fault_code(error: &wasmtime::Error, store: &Store<HostState>) -> &'static str
         return "ENGINE_OUT_OF_MEMORY";
     }
     match error.downcast_ref::<Trap>() {
+        // The guest meter's trap (component-build/src/meter.rs): Rust code
+        // never divides by zero (it checks and panics), so this is the
+        // budget running out, as in every other runtime.
+        Some(Trap::IntegerDivisionByZero) => "ENGINE_LIMIT",
         Some(Trap::OutOfFuel) | Some(Trap::Interrupt) => "ENGINE_LIMIT",
         _ => "ENGINE_TRAP",
     }

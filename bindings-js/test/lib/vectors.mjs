@@ -13,7 +13,8 @@ export const vectorsDir = process.env.TOOLGATE_VECTORS_DIR ? resolve(process.env
 const FILE_KEYS = new Set(['spec', 'description', 'policy', 'policy_text', 'catalog', 'catalog_text', 'expect_load_error', 'cases']);
 const LOAD_ERROR_KEYS = new Set(['code', 'line', 'column']);
 const CASE_KEYS = {
-  evaluate: new Set(['name', 'op', 'expect', 'context', 'context_text', 'call', 'call_text', 'call_hex', 'expect_code']),
+  // component_only: a case the native engine (no guest meter) does not run.
+  evaluate: new Set(['name', 'op', 'expect', 'context', 'context_text', 'call', 'call_text', 'call_hex', 'expect_code', 'component_only']),
   list: new Set(['name', 'op', 'expect', 'context', 'expect_names']),
   turn: new Set(['name', 'op', 'expect', 'state', 'input']),
   strip_fields: new Set(['name', 'op', 'expect', 'tool']),
@@ -78,6 +79,7 @@ export function validateVectorFile(v, where) {
         if ('call_hex' in c && (typeof c.call_hex !== 'string' || !/^([0-9a-fA-F]{2})*$/.test(c.call_hex))) fail(`${at}: call_hex must be hex bytes`);
         if (typeof c.expect !== 'string') fail(`${at}: expect must be a string`);
         if ('expect_code' in c && c.expect_code !== null && typeof c.expect_code !== 'string') fail(`${at}: expect_code must be a string or null`);
+        if ('component_only' in c && typeof c.component_only !== 'boolean') fail(`${at}: component_only must be a boolean`);
         break;
       }
       case 'list':

@@ -18,4 +18,18 @@ FAULTS: dict[str, str] = {
     ),
 }
 
+# BEGIN limits: generated from component-build/src/limits.rs by
+# `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
+#: Calls and contexts over this many bytes never reach the component.
 MAX_INPUT_BYTES = 4194304
+#: Default cap on the component's linear memory per rule set, in bytes.
+MAX_MEMORY_BYTES = 1073741824
+#: The guest meter's budgets, compiled into the component (for reference
+#: and to size the fuel backstop).
+CALL_BUDGET = 50000000000
+LOAD_BUDGET = 100000000000
+LOAD_BUDGET_PER_INPUT_BYTE = 100000
+#: Wasmtime fuel is this many times the guest budget: a backstop the meter
+#: always reaches first.
+FUEL_BACKSTOP_FACTOR = 2
+# END limits

@@ -60,7 +60,7 @@ class LoadError(ProblemError):
 
 
 class EngineFault(ToolgateError):
-    """The component could not answer (trap, fuel, size limit, wrong contract).
+    """The component could not answer (trap, compute budget, size limit, wrong contract).
 
     ``evaluate`` never raises this: it returns the fault's deny decision."""
 

@@ -21,23 +21,33 @@ import wasmtime
 from wasmtime import _ffi as ffi
 from wasmtime import component as wc
 
+from ._faults import CALL_BUDGET, FUEL_BACKSTOP_FACTOR, LOAD_BUDGET, LOAD_BUDGET_PER_INPUT_BYTE, MAX_MEMORY_BYTES
+
 CONTRACT_VERSION = "0.1.0"
 INTERFACE = f"toolgate:policy/engine@{CONTRACT_VERSION}"
 
-#: Fuel for one `evaluate`/`list-exposable`/`turn`/... call. A 4 MiB call uses
-#: about 40 million; an endless loop runs out in a few seconds.
-DEFAULT_CALL_FUEL = 5_000_000_000
-#: Fuel for `load` (the 34-tool seed catalog uses about 0.6 billion).
-DEFAULT_LOAD_FUEL = 100_000_000_000
-#: Without an explicit ``load_fuel``, a big catalog gets more: this much per
-#: byte of policy and catalog text, when that is more than ``DEFAULT_LOAD_FUEL``
-#: (loading costs in proportion to the tools it compiles; a hang still runs
-#: out, the budget is finite).
-LOAD_FUEL_PER_INPUT_BYTE = 100_000
+# What stops a runaway call is the component's own compute budget (the guest
+# meter compiled in by component-build; the same units as in the Rust host and
+# in Node): the guest traps with an integer division by zero when it runs out,
+# and the call is denied ``ENGINE_LIMIT``. Wasmtime fuel is only a backstop,
+# ``FUEL_BACKSTOP_FACTOR`` times the guest budget, that the meter reaches first.
+# All numbers come from component-build/src/limits.rs (via ``_faults``).
+
+#: Fuel for one `evaluate`/`list-exposable`/`turn`/... call (backstop).
+DEFAULT_CALL_FUEL = CALL_BUDGET * FUEL_BACKSTOP_FACTOR
+#: Fuel for `load` (backstop) ...
+DEFAULT_LOAD_FUEL = LOAD_BUDGET * FUEL_BACKSTOP_FACTOR
+#: ... or, without an explicit ``load_fuel``, this much per byte of policy and
+#: catalog text when that is more (the guest's load budget scales the same way).
+LOAD_FUEL_PER_INPUT_BYTE = LOAD_BUDGET_PER_INPUT_BYTE * FUEL_BACKSTOP_FACTOR
 #: Cap on the component's linear memory per rule set (the store's limit): a
 #: `memory.grow` past it fails, the guest's allocator aborts, and the call is
 #: denied ``ENGINE_OUT_OF_MEMORY``. A 4 MiB call peaks at about 60 MiB.
-DEFAULT_MEMORY_LIMIT = 1 << 30
+DEFAULT_MEMORY_LIMIT = MAX_MEMORY_BYTES
+
+#: How wasmtime words the guest meter's trap (``i32.div_u`` by zero; Rust code
+#: never divides by zero: it checks and panics, an ``unreachable``).
+_METER_TRAP = "integer divide by zero"
 
 _VAL = ffi.wasmtime_component_val_t
 _VAL_SIZE = ctypes.sizeof(_VAL)
@@ -56,7 +66,7 @@ _FIRST_ARGUMENT_BYTES = 256
 
 
 class Trap(Exception):
-    """The component trapped or ran out of fuel; the instance is unusable."""
+    """The component trapped or ran out of its budget; the instance is unusable."""
 
     def __init__(self, code: str, detail: str, frames: tuple[int, ...] = ()) -> None:
         super().__init__(f"{code}: {detail}")
@@ -346,13 +356,14 @@ class Instance:
         except wasmtime.WasmtimeError:
             exhausted = False
         frames = _frames(error)
-        if exhausted:
+        text = str(error)
+        if exhausted or _METER_TRAP in text:
             code = "ENGINE_LIMIT"
         elif self.rt.out_of_memory(frames):
             code = "ENGINE_OUT_OF_MEMORY"
         else:
             code = "ENGINE_TRAP"
-        return Trap(code, _trap_reason(str(error)), frames)
+        return Trap(code, _trap_reason(text), frames)
 
 
 class _EvaluateArgs:
