@@ -17,7 +17,9 @@ pub struct Audit {
 
 impl std::fmt::Debug for Audit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Audit").field("with_args", &self.with_args).finish_non_exhaustive()
+        f.debug_struct("Audit")
+            .field("with_args", &self.with_args)
+            .finish_non_exhaustive()
     }
 }
 

@@ -192,7 +192,13 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
 }
 
 async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
-    let transport = ClientLines::new(tokio::io::stdin(), tokio::io::stdout(), config.relay.clone(), drop_report());
+    let transport = ClientLines::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        config.relay.clone(),
+        drop_report(),
+    );
+    let flusher = transport.flusher();
     let gateway = Gateway::new(config);
     let session = gateway.clone();
     let served = tokio::select! {
@@ -205,6 +211,8 @@ async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
     let running = match served {
         Ok(running) => running,
         Err(e) => {
+            // The client's answer (e.g. why initialize failed) goes out first.
+            flusher.flush().await;
             session.shutdown().await;
             return Err(ProxyError::Serve(e.to_string()));
         }
@@ -214,6 +222,7 @@ async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
         () = shutdown_signal() => {}
     }
     // The client went away (or we were told to stop): stop the server.
+    flusher.flush().await;
     session.shutdown().await;
     Ok(())
 }

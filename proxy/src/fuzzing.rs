@@ -45,7 +45,10 @@ struct AuditBuffer(Arc<Mutex<Vec<u8>>>);
 
 impl Write for AuditBuffer {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(buf);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -97,10 +100,16 @@ impl Recorder {
                 continue;
             }
             if record.get("decision").and_then(Value::as_str) != Some("allowed") {
-                ledger.violations.push(format!("a blocked decision was forwarded: {record}"));
+                ledger
+                    .violations
+                    .push(format!("a blocked decision was forwarded: {record}"));
                 continue;
             }
-            let name = record.get("tool").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let name = record
+                .get("tool")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             ledger.pending.push(name);
         }
         ledger.read = read;
@@ -174,7 +183,9 @@ impl rmcp::ServerHandler for RecordingUpstream {
             if !request.name.starts_with("toolgate-probe-") {
                 self.0.saw_call(&request.name);
             }
-            Ok(CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text("ran")])))
+            Ok(CallToolResponse::Complete(CallToolResult::success(vec![
+                ContentBlock::text("ran"),
+            ])))
         }
     }
 
@@ -268,7 +279,10 @@ impl Harness {
         });
         let init = json!({"jsonrpc":"2.0","id":"toolgate-fuzz-init","method":"initialize","params":{
             "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fuzz","version":"0"}}});
-        harness.send_and_wait(format!("{init}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}").as_bytes(), "toolgate-fuzz-init")?;
+        harness.send_and_wait(
+            format!("{init}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}").as_bytes(),
+            "toolgate-fuzz-init",
+        )?;
         Ok(harness)
     }
 
@@ -324,7 +338,9 @@ impl Harness {
 /// gateway session. `Err` names the broken invariant.
 pub fn check_gateway(data: &[u8]) -> Result<(), String> {
     let harness = HARNESS.get_or_init(|| Harness::start().map(Mutex::new));
-    let harness = harness.as_ref().map_err(|e| format!("the harness did not start: {e}"))?;
+    let harness = harness
+        .as_ref()
+        .map_err(|e| format!("the harness did not start: {e}"))?;
     let mut harness = harness.lock().unwrap_or_else(PoisonError::into_inner);
     harness.run(data)
 }

@@ -19,10 +19,10 @@ use rmcp::model::{
     CallToolRequestMethod, CancelTaskMethod, ClientJsonRpcMessage, ClientNotification, ClientRequest,
     CompleteRequestMethod, ConstString, DiscoverRequestMethod, ErrorCode, ErrorData, GetPromptRequestMethod,
     GetSkillRequestMethod, GetTaskMethod, InitializeResultMethod, JsonRpcMessage, ListPromptsRequestMethod,
-    ListResourceTemplatesRequestMethod, ListResourcesRequestMethod, ListSkillsRequestMethod,
-    ListToolsRequestMethod, NumberOrString, PingRequestMethod, ReadResourceDirectoryRequestMethod,
-    ReadResourceRequestMethod, RequestId, SetLevelRequestMethod, SubscribeRequestMethod,
-    SubscriptionsListenRequestMethod, UnsubscribeRequestMethod, UpdateTaskMethod,
+    ListResourceTemplatesRequestMethod, ListResourcesRequestMethod, ListSkillsRequestMethod, ListToolsRequestMethod,
+    NumberOrString, PingRequestMethod, ReadResourceDirectoryRequestMethod, ReadResourceRequestMethod, RequestId,
+    SetLevelRequestMethod, SubscribeRequestMethod, SubscriptionsListenRequestMethod, UnsubscribeRequestMethod,
+    UpdateTaskMethod,
 };
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -127,7 +127,11 @@ pub fn error_message(id: Option<&RequestId>, error: &ErrorData) -> Value {
 fn refuse(id: Option<RequestId>, code: ErrorCode, message: String) -> Admission {
     Admission::Refuse {
         id,
-        error: ErrorData::new(code, message, Some(serde_json::json!({ "toolgate": "GATEWAY_REFUSED" }))),
+        error: ErrorData::new(
+            code,
+            message,
+            Some(serde_json::json!({ "toolgate": "GATEWAY_REFUSED" })),
+        ),
     }
 }
 
@@ -188,7 +192,11 @@ fn admit_value(value: Value, relay: &RelayList) -> Admission {
         None => None,
         Some(Value::String(m)) => Some(m.clone()),
         Some(_) => {
-            return refuse(id, ErrorCode::INVALID_REQUEST, "toolgate proxy: the method must be a string".into());
+            return refuse(
+                id,
+                ErrorCode::INVALID_REQUEST,
+                "toolgate proxy: the method must be a string".into(),
+            );
         }
     };
     let has_id = object.contains_key("id");
@@ -214,12 +222,10 @@ fn admit_value(value: Value, relay: &RelayList) -> Admission {
         // A notification.
         (Some(method), false) => match parsed {
             Ok(JsonRpcMessage::Notification(notification)) => match &notification.notification {
-                ClientNotification::CustomNotification(custom) if !relay.contains(&custom.method) => {
-                    Admission::Drop {
-                        why: notification_why(&custom.method),
-                        method: custom.method.clone(),
-                    }
-                }
+                ClientNotification::CustomNotification(custom) if !relay.contains(&custom.method) => Admission::Drop {
+                    why: notification_why(&custom.method),
+                    method: custom.method.clone(),
+                },
                 _ => Admission::Admit(Box::new(JsonRpcMessage::Notification(notification))),
             },
             _ => Admission::Drop {
@@ -431,7 +437,10 @@ fn skip_value(bytes: &[u8], at: usize) -> Option<usize> {
         }
         _ => {
             let mut i = at;
-            while bytes.get(i).is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')) {
+            while bytes
+                .get(i)
+                .is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
                 i += 1;
             }
             Some(i)
@@ -508,7 +517,13 @@ mod tests {
 
     #[test]
     fn unknown_and_look_alike_methods_are_not_found() {
-        for method in ["tools/call ", "Tools/call", "tools/call\u{200b}", "tools/calls", "x/custom"] {
+        for method in [
+            "tools/call ",
+            "Tools/call",
+            "tools/call\u{200b}",
+            "tools/calls",
+            "x/custom",
+        ] {
             let line = serde_json::json!({"jsonrpc":"2.0","id":1,"method":method,"params":{"name":"t"}}).to_string();
             assert_eq!(code(&admit(line.as_bytes(), &none())), Some(-32601), "{method:?}");
         }
@@ -559,7 +574,15 @@ mod tests {
         assert_eq!(code(&a), Some(-32600));
         assert_eq!(id_of(&a), Some(NumberOrString::Number(44)));
 
-        for bad in ["", "{", "[]", "[1]", "null", "3", r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#] {
+        for bad in [
+            "",
+            "{",
+            "[]",
+            "[1]",
+            "null",
+            "3",
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+        ] {
             assert!(code(&admit(bad.as_bytes(), &none())).is_some(), "{bad:?}");
         }
         let a = admit(br#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, &none());
@@ -572,7 +595,10 @@ mod tests {
             scan_id(br#"{"params":{"id":1,"x":"}\""},"id":"top"}"#),
             Some(NumberOrString::String("top".into()))
         );
-        assert_eq!(scan_id(br#"{"a":[[[{"id":2}]]] , "id" : 9 "#), Some(NumberOrString::Number(9)));
+        assert_eq!(
+            scan_id(br#"{"a":[[[{"id":2}]]] , "id" : 9 "#),
+            Some(NumberOrString::Number(9))
+        );
         assert_eq!(scan_id(b"[1]"), None);
         assert_eq!(scan_id(br#"{"id":true}"#), None);
     }

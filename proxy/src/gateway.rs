@@ -700,6 +700,15 @@ impl SessionState {
         arguments: Option<&Map<String, Value>>,
     ) -> Result<bool, String> {
         let args = serde_json::to_string_pretty(&arguments.cloned().unwrap_or_default()).unwrap_or_default();
+        // What the person approves is what runs: invisible, bidirectional and
+        // separator characters (which JSON leaves raw) are shown as escapes.
+        // The pretty-printer's own line breaks are the only raw ones.
+        let args = args
+            .split('\n')
+            .map(policy_core::escape_for_person)
+            .collect::<Vec<_>>()
+            .join("\n");
+        let tool = policy_core::escape_for_person(tool);
         let message = format!(
             "Allow the tool call `{tool}` with exactly these arguments?\n{args}\n\nIt changes something. Accept to run it once; decline to refuse."
         );
@@ -1016,7 +1025,10 @@ impl ServerHandler for Gateway {
             if !self.state.config.relay.contains(&request.method) {
                 return Err(ErrorData::new(
                     ErrorCode::METHOD_NOT_FOUND,
-                    format!("toolgate proxy: the method {:?} is not relayed by this gateway", request.method),
+                    format!(
+                        "toolgate proxy: the method {:?} is not relayed by this gateway",
+                        request.method
+                    ),
                     None,
                 ));
             }

@@ -72,7 +72,10 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         gate::admit(&bytes, &state.relay)
     };
     match admission {
-        Admission::Admit(_) => next.run(Request::from_parts(parts, Body::from(Bytes::from(bytes)))).await,
+        Admission::Admit(_) => {
+            next.run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
+                .await
+        }
         Admission::Drop { method, why } => {
             (state.report)(&method, &why);
             StatusCode::ACCEPTED.into_response()

@@ -21,7 +21,7 @@ mod ordered;
 pub mod stdio;
 mod upstream;
 
+pub use audit::Audit;
 pub use cli::{ProxyArgs, main_with, run};
 pub use error::ProxyError;
-pub use audit::Audit;
 pub use gateway::{Config, Connector, Gateway, UpstreamSpec};

@@ -32,10 +32,14 @@ impl<T> Ordered<T> {
     }
 }
 
+#[allow(clippy::manual_async_fn, reason = "the trait asks for `impl Future + Send`")]
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Ordered<T> {
     type Error = T::Error;
 
-    fn send(&mut self, item: TxJsonRpcMessage<RoleClient>) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         self.inner.send(item)
     }
 

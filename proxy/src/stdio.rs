@@ -35,19 +35,46 @@ impl std::fmt::Debug for ClientLines {
     }
 }
 
+/// What the writer is asked to do, in order.
+enum Out {
+    Line(Vec<u8>),
+    /// Answer once everything queued before has been written and flushed.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
 /// Lines to write, in order, and the ids of the client's requests that are
 /// still waiting for an answer.
 #[derive(Clone)]
 struct Outbox {
-    lines: mpsc::UnboundedSender<Vec<u8>>,
+    lines: mpsc::UnboundedSender<Out>,
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
+}
+
+/// Waits until everything queued so far has reached the client's output
+/// (before the process exits, so a last error answer is not lost).
+#[derive(Clone)]
+pub struct Flusher(Outbox);
+
+impl std::fmt::Debug for Flusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Flusher")
+    }
+}
+
+impl Flusher {
+    pub async fn flush(&self) {
+        let (done, written) = tokio::sync::oneshot::channel();
+        if self.0.lines.send(Out::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), written).await;
+        }
+    }
 }
 
 impl Outbox {
     fn push(&self, message: &impl serde::Serialize) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(message).map_err(std::io::Error::other)?;
         self.lines
-            .send(bytes)
+            .send(Out::Line(bytes))
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client's output is closed"))
     }
 
@@ -70,15 +97,29 @@ impl ClientLines {
         };
         let (admitted, incoming) = mpsc::channel(64);
         tokio::spawn(write_lines(write, queued));
-        tokio::spawn(read_lines(BufReader::new(read), admitted, outbox.clone(), relay, report));
+        tokio::spawn(read_lines(
+            BufReader::new(read),
+            admitted,
+            outbox.clone(),
+            relay,
+            report,
+        ));
         ClientLines { incoming, outbox }
+    }
+
+    /// A handle to wait for the output to be written.
+    pub fn flusher(&self) -> Flusher {
+        Flusher(self.outbox.clone())
     }
 }
 
 impl Transport<RoleServer> for ClientLines {
     type Error = std::io::Error;
 
-    fn send(&mut self, item: TxJsonRpcMessage<RoleServer>) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let answered = match &item {
             JsonRpcMessage::Response(r) => Some(r.id.clone()),
             JsonRpcMessage::Error(e) => e.id.clone(),
@@ -103,21 +144,28 @@ impl Transport<RoleServer> for ClientLines {
     }
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(mut write: W, mut queued: mpsc::UnboundedReceiver<Vec<u8>>) {
-    while let Some(mut line) = queued.recv().await {
-        line.push(b'\n');
-        if write.write_all(&line).await.is_err() {
-            return;
-        }
-        // Flush once the queue is drained, not after every line.
-        while let Ok(mut next) = queued.try_recv() {
-            next.push(b'\n');
-            if write.write_all(&next).await.is_err() {
-                return;
+async fn write_lines<W: AsyncWrite + Unpin>(mut write: W, mut queued: mpsc::UnboundedReceiver<Out>) {
+    let mut waiting = Vec::new();
+    while let Some(first) = queued.recv().await {
+        let mut next = Some(first);
+        // Write everything queued, then flush once.
+        while let Some(out) = next.take() {
+            match out {
+                Out::Line(mut line) => {
+                    line.push(b'\n');
+                    if write.write_all(&line).await.is_err() {
+                        return;
+                    }
+                }
+                Out::Flush(done) => waiting.push(done),
             }
+            next = queued.try_recv().ok();
         }
         if write.flush().await.is_err() {
             return;
+        }
+        for done in waiting.drain(..) {
+            let _ = done.send(());
         }
     }
 }

@@ -143,6 +143,24 @@ async def main():
         bool(asked) and "write_file" in asked[0] and json.dumps(str(elicited)) in asked[0] and "three" in asked[0],
         asked,
     )
+    # Invisible and bidirectional characters are shown escaped to the person.
+    sneaky = root / "sneaky.txt"
+    asked.clear()
+
+    async def write_sneaky(s):
+        return await s.call_tool("write_file", {"path": str(sneaky), "content": "ok\u202etxt.exe\u2028\u200bend"})
+
+    r = await with_session(proxy_params(root), write_sneaky, elicit=accept)
+    check(
+        "elicitation message shows U+202E, U+2028 and U+200B escaped, never raw",
+        bool(asked)
+        and "\\u{202E}" in asked[0]
+        and "\\u{2028}" in asked[0]
+        and "\\u{200B}" in asked[0]
+        and not any(c in asked[0] for c in "\u202e\u2028\u200b"),
+        asked,
+    )
+    check("...and the file has the exact content", sneaky.read_text() == "ok\u202etxt.exe\u2028\u200bend")
     declined = root / "declined.txt"
 
     async def write_declined(s):
