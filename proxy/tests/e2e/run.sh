@@ -22,10 +22,10 @@ python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q -r requirements.lock
 
 echo "== proxy e2e: build"
-# The same package set as ./test builds (default members), so this is a
-# no-op there: building one package alone would unify features differently
-# and rebuild wasmtime.
-(cd "$ROOT" && cargo build --release --locked -q)
+# The same selection and targets as ./test's build, so this is a no-op
+# there: building one package alone would unify features differently and
+# rebuild wasmtime.
+(cd "$ROOT" && cargo build --release --locked -q --workspace --exclude policy-component --exclude toolgate-floor --all-targets)
 PROXY="$ROOT/target/release/toolgate-proxy"
 
 echo "== proxy e2e: server-filesystem through the proxy (Python SDK client)"
