@@ -99,8 +99,10 @@ impl From<&Span> for Position {
 
 /// Keys copied by merges, across the document: a bound on this pass's work.
 const MAX_MERGED_KEYS: usize = 1_000_000;
-/// Deeper than the main parse allows (48); only a guard for the recursion.
-const MAX_DEPTH: usize = 256;
+/// Deeper than the main parse allows (48, `yaml.rs`), so every document the
+/// main parse accepts is checked whole; only a guard for the recursion.
+const MAX_DEPTH: usize = 64;
+const _: () = assert!(MAX_DEPTH > 48);
 
 /// How far the pass got without finding a duplicate.
 #[derive(Debug)]
