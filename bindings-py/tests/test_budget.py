@@ -8,8 +8,7 @@ import json
 
 import toolgate
 from conftest import VECTORS
-from toolgate import FAULTS, RuleSet
-from toolgate import _faults, _runtime
+from toolgate import FAULTS, RuleSet, _faults, _runtime
 
 VECTOR = json.loads((VECTORS / "budget-exponential-anyof.json").read_text(encoding="utf-8"))
 RUNAWAY = next(c for c in VECTOR["cases"] if c.get("component_only"))["call_text"].encode()

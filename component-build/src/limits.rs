@@ -50,3 +50,11 @@ pub const MAX_MEMORY_BYTES: u64 = 1 << 30;
 /// Calls and contexts over this many bytes never reach the component
 /// (`INPUT_TOO_LARGE`); the same number is in tests/vectors/host-faults.json.
 pub const MAX_INPUT_BYTES: u64 = 4 << 20;
+
+// Checked when either crate compiles: positive budgets, load at least a call,
+// a backstop at least twice the budget, and fuel for the largest load that
+// stays far from overflowing.
+const _: () = assert!(CALL_BUDGET > 0 && LOAD_BUDGET >= CALL_BUDGET && LOAD_BUDGET_PER_INPUT_BYTE > 0);
+const _: () = assert!(FUEL_BACKSTOP_FACTOR >= 2);
+const _: () =
+    assert!((LOAD_BUDGET_PER_INPUT_BYTE as u64) * MAX_INPUT_BYTES * 4 * FUEL_BACKSTOP_FACTOR < u64::MAX / 1024);

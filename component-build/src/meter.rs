@@ -293,11 +293,7 @@ pub fn instrument_with_stats(module: &[u8], budgets: Budgets) -> Result<(Vec<u8>
                         | Operator::TryTable { .. } => {
                             blocks.push(false);
                         }
-                        Operator::End => {
-                            if blocks.pop() == Some(true) {
-                                loops -= 1;
-                            }
-                        }
+                        Operator::End => loops -= usize::from(blocks.pop() == Some(true)),
                         Operator::Call { function_index } | Operator::ReturnCall { function_index } if loops == 0 => {
                             info.callees.push(function_index);
                         }
