@@ -14,21 +14,25 @@
 //!   top level and each `loop` body (nested loops are regions of their own).
 //!   A region's cost is the number of instructions in it (every arm of an
 //!   `if` counted, the `loop` instruction of a nested loop counted once),
-//!   plus [`CHECK_COST`] for the check itself. On entry of the region (the
-//!   function's start; the start of every iteration of the loop) the cost is
-//!   subtracted from the budget; when the budget goes negative the guest
+//!   plus [`CHECK_COST`] for the check itself, rounded up to a power of two.
+//!   On entry of the region (the function's start: a call to one of 63
+//!   shared charge functions; the start of every iteration of the loop: the
+//!   same check in place) the cost is subtracted from the budget; when the
+//!   budget goes negative the guest
 //!   traps with an integer division by zero (`i32.const 1; i32.const 0;
 //!   i32.div_u`), which Rust-compiled code never executes (Rust checks
 //!   divisors and panics, an `unreachable`), so hosts tell the meter's trap
 //!   apart from every other one: it is `ENGINE_LIMIT`.
-//! - Leaf functions (no loop, no call) that are not exported and never
-//!   referenced as values (tables, `ref.func`) get no check: a direct call to
-//!   one costs the caller's region `1 +` the leaf's instruction count.
+//! - A function that is not exported, never referenced as a value (tables,
+//!   `ref.func`), not recursive, and whose top level costs at most
+//!   [`INLINE_CAP`] with what it calls there, has no entry check: a direct
+//!   call to it costs the caller's region `1 +` that cost (its loops still
+//!   check themselves).
 //!
 //! The units are static, so the count is the same in every runtime and
 //! bounds the work: every instruction that runs belongs to a region whose
-//! cost was paid on entry (a loop's body once per iteration), or to a leaf
-//! whose cost its caller paid. Wasmtime's fuel for a call is therefore at
+//! cost was paid on entry (a loop's body once per iteration), or to the top
+//! level of a function whose cost its caller's region paid. Wasmtime's fuel for a call is therefore at
 //! most its meter units (plus the few instructions of the wrappers).
 
 use std::collections::HashSet;
