@@ -136,7 +136,15 @@ def test_forged_state_is_rejected(retail_rules: RuleSet) -> None:
 
 def test_findings_and_strip_fields(retail_rules: RuleSet) -> None:
     assert retail_rules.strip_fields("solicitar_devolucao") == ["confirmation"]
-    assert any(f.problem.code == "TRANSACTIONAL_WITHOUT_CONFIRMATION" for f in retail_rules.findings)
+    # SPEC §2: every write in the retail example now confirms (a legacy
+    # tool_type no longer takes its confirmation from the defaults' false).
+    assert not any(f.problem.code == "TRANSACTIONAL_WITHOUT_CONFIRMATION" for f in retail_rules.findings)
+    # Only a tool's own opt-out runs a write unconfirmed, and is reported.
+    opted_out = RuleSet.load(
+        catalog='{"tools":[{"name":"w","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false}}]}',
+        policy="version: 1\ntool_policies:\n  w: {operation_type: transactional, require_confirmation: false}\n",
+    )
+    assert any(f.problem.code == "TRANSACTIONAL_WITHOUT_CONFIRMATION" for f in opted_out.findings)
 
 
 def test_seed_catalog_loads_standalone() -> None:

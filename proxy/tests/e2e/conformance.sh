@@ -32,12 +32,15 @@ PORT="$SERVER_PORT" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-eve
 PIDS+=($!)
 wait_port "$SERVER_PORT"
 
-cat >"$OUT/allow-all.yaml" <<'YAML'
-version: 1
-defaults:
-  operation_type: read_only
-  require_confirmation: false
-YAML
+# Allow everything: the defaults cover read tools; a tool whose catalog hint
+# says it writes needs confirmation unless its own entry opts out (SPEC §2:
+# hints only tighten), so every tool of the pinned server-everything (read
+# from its tool modules) gets one.
+{
+  printf 'version: 1\ndefaults:\n  operation_type: read_only\n  require_confirmation: false\ntool_policies:\n'
+  sed -n 's/^const name = "\([^"]*\)";$/  \1: { require_confirmation: false }/p' \
+    "$HERE"/node_modules/@modelcontextprotocol/server-everything/dist/tools/*.js
+} >"$OUT/allow-all.yaml"
 "$PROXY" --policy "$OUT/allow-all.yaml" --listen "127.0.0.1:$PROXY_PORT" \
   --upstream "http://127.0.0.1:$SERVER_PORT/mcp" >"$OUT/proxy.log" 2>&1 &
 PIDS+=($!)
