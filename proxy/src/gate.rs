@@ -24,10 +24,8 @@ use rmcp::model::{
     SetLevelRequestMethod, SubscribeRequestMethod, SubscriptionsListenRequestMethod, UnsubscribeRequestMethod,
     UpdateTaskMethod,
 };
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
-use std::fmt;
 
 /// The largest message accepted from a client, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -152,8 +150,11 @@ pub fn admit(bytes: &[u8], relay: &RelayList) -> Admission {
             "toolgate proxy: the message is not valid UTF-8; it was not relayed".into(),
         );
     };
-    let value = match serde_json::from_str::<Strict>(text) {
-        Ok(Strict(value)) => value,
+    // The engine's own strict reader: every object's keys unique at any depth
+    // (`serde_json` keeps the last of two equal keys and the upstream's SDK
+    // may keep either, so such a message is ambiguous), nesting at most 128.
+    let value = match policy_core::json::parse_strict(text.as_bytes()) {
+        Ok(value) => value,
         Err(e) => {
             let duplicate = e.to_string().starts_with(DUPLICATE);
             let (code, what) = if duplicate {
@@ -290,70 +291,8 @@ fn read_id(value: &Value) -> Option<RequestId> {
     }
 }
 
+/// How the engine's strict reader starts the error for a key written twice.
 const DUPLICATE: &str = "duplicate key";
-
-/// A JSON value read with every object's keys unique (at any depth):
-/// `serde_json` keeps the last of two equal keys and the upstream's SDK may
-/// keep either, so a message with one is ambiguous and is refused. Depth is
-/// bounded by `serde_json`'s own recursion limit (128).
-struct Strict(Value);
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Strict, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(Strict)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        serde_json::Number::from_f64(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("a number JSON cannot represent"))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Strict(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let Strict(value) = map.next_value()?;
-            if object.contains_key(&key) {
-                return Err(de::Error::custom(format!("{DUPLICATE} {key:?}")));
-            }
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
-    }
-}
 
 /// Reads the top-level `"id"` of a message that does not parse (too deep,
 /// too large, invalid UTF-8 elsewhere, duplicate keys), so its error can
