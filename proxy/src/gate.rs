@@ -133,15 +133,21 @@ fn refuse(id: Option<RequestId>, code: ErrorCode, message: String) -> Admission 
     }
 }
 
+/// The answer to a message longer than [`MAX_MESSAGE_BYTES`], of which only
+/// `prefix` was kept (enough to find the id, usually).
+pub fn too_large(prefix: &[u8]) -> Admission {
+    refuse(
+        scan_id(prefix),
+        ErrorCode::INVALID_REQUEST,
+        format!("toolgate proxy: the message is larger than {MAX_MESSAGE_BYTES} bytes; it was not relayed"),
+    )
+}
+
 /// Decides what happens to one message from the client (`bytes` is one
 /// line on stdio, one POST body over HTTP).
 pub fn admit(bytes: &[u8], relay: &RelayList) -> Admission {
     if bytes.len() > MAX_MESSAGE_BYTES {
-        return refuse(
-            scan_id(bytes),
-            ErrorCode::INVALID_REQUEST,
-            format!("toolgate proxy: the message is larger than {MAX_MESSAGE_BYTES} bytes; it was not relayed"),
-        );
+        return too_large(bytes);
     }
     let Ok(text) = std::str::from_utf8(bytes) else {
         return refuse(

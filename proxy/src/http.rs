@@ -6,7 +6,7 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{ErrorCode, ErrorData};
+use rmcp::model::ErrorCode;
 use std::sync::Arc;
 
 use crate::gate::{self, Admission, MAX_MESSAGE_BYTES, RelayList};
@@ -60,14 +60,7 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         return StatusCode::BAD_REQUEST.into_response();
     };
     let admission = if total > bytes.len() {
-        Admission::Refuse {
-            id: gate::scan_id(&bytes),
-            error: ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
-                format!("toolgate proxy: the message is larger than {MAX_MESSAGE_BYTES} bytes; it was not relayed"),
-                Some(serde_json::json!({ "toolgate": "GATEWAY_REFUSED" })),
-            ),
-        }
+        gate::too_large(&bytes)
     } else {
         gate::admit(&bytes, &state.relay)
     };

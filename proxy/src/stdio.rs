@@ -212,14 +212,7 @@ async fn read_lines<R: AsyncBufRead + Unpin>(
         }
         let admission = if total > line.len() {
             // Longer than the limit: what was kept is enough to find the id.
-            Admission::Refuse {
-                id: gate::scan_id(&line),
-                error: ErrorData::new(
-                    ErrorCode::INVALID_REQUEST,
-                    format!("toolgate proxy: the message is larger than {MAX_MESSAGE_BYTES} bytes; it was not relayed"),
-                    Some(serde_json::json!({ "toolgate": "GATEWAY_REFUSED" })),
-                ),
-            }
+            gate::too_large(&line)
         } else {
             gate::admit(body, &relay)
         };
