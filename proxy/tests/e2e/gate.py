@@ -203,6 +203,16 @@ def free_port():
         return sock.getsockname()[1]
 
 
+async def wait_port(port):
+    """Until something listens on the port (10 s at most)."""
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            await asyncio.sleep(0.1)
+
+
 def post(port, body: bytes, session=None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -231,12 +241,7 @@ async def http_checks(root, audit):
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
+        await wait_port(port)
         status, headers, _ = await asyncio.to_thread(post, port, json.dumps(init_message()).encode())
         session = headers.get("mcp-session-id")
         check("http: initialize gives a session", status == 200 and bool(session), (status, headers))
@@ -313,12 +318,7 @@ async def progress_order_http(runs=20):
     )
     bad = []
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
+        await wait_port(port)
         async with streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _):
             async with ClientSession(read, write) as session:
                 await session.initialize()
