@@ -246,6 +246,7 @@ async fn serve_http(config: Arc<Config>, addr: &str) -> Result<(), ProxyError> {
     let gate = Arc::new(GateState {
         relay: config.relay.clone(),
         report: drop_report(),
+        in_flight: Arc::default(),
     });
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),

@@ -143,6 +143,15 @@ pub fn too_large(prefix: &[u8]) -> Admission {
     )
 }
 
+/// The answer to a request whose id is already used by one in flight.
+pub fn id_in_flight(id: &RequestId) -> Admission {
+    refuse(
+        Some(id.clone()),
+        ErrorCode::INVALID_REQUEST,
+        format!("toolgate proxy: the id {id} is already used by a request in flight; it was not relayed"),
+    )
+}
+
 /// Decides what happens to one message from the client (`bytes` is one
 /// line on stdio, one POST body over HTTP).
 pub fn admit(bytes: &[u8], relay: &RelayList) -> Admission {

@@ -6,8 +6,11 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use rmcp::model::ErrorCode;
-use std::sync::Arc;
+use rmcp::model::JsonRpcMessage;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::gate::{self, Admission, MAX_MESSAGE_BYTES, RelayList};
 use crate::stdio::DropReport;
@@ -16,6 +19,24 @@ use crate::stdio::DropReport;
 pub struct GateState {
     pub relay: RelayList,
     pub report: DropReport,
+    /// (session, request id) of the requests whose response is still being
+    /// sent: a second request with the same id in the same session is refused.
+    pub in_flight: Arc<Mutex<HashSet<(String, String)>>>,
+}
+
+/// Frees a request's id when its response body is done (or dropped).
+struct Release {
+    in_flight: Arc<Mutex<HashSet<(String, String)>>>,
+    key: (String, String),
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.key);
+    }
 }
 
 impl std::fmt::Debug for GateState {
@@ -65,9 +86,49 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         gate::admit(&bytes, &state.relay)
     };
     match admission {
-        Admission::Admit(_) => {
-            next.run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
-                .await
+        Admission::Admit(message) => {
+            // Ids are per session; a request without a session (initialize)
+            // is not tracked: clients starting at once may share an id.
+            let session = parts
+                .headers
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let release = match (&*message, session) {
+                (JsonRpcMessage::Request(r), Some(session)) => {
+                    let key = (session, r.id.to_string());
+                    let fresh = state
+                        .in_flight
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(key.clone());
+                    if !fresh {
+                        // Two requests in flight with one id would get each
+                        // other's answers: the second is refused.
+                        let refused = gate::id_in_flight(&r.id);
+                        return json(StatusCode::BAD_REQUEST, &refused.answer().unwrap_or_default());
+                    }
+                    Some(Release {
+                        in_flight: state.in_flight.clone(),
+                        key,
+                    })
+                }
+                _ => None,
+            };
+            let response = next
+                .run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
+                .await;
+            match release {
+                None => response,
+                // The id is free once the response (a JSON body or an SSE
+                // stream) has been sent or abandoned.
+                Some(release) => response.map(|body| {
+                    Body::from_stream(body.into_data_stream().map(move |chunk| {
+                        let _held = &release;
+                        chunk
+                    }))
+                }),
+            }
         }
         Admission::Drop { method, why } => {
             (state.report)(&method, &why);

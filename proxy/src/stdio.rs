@@ -8,7 +8,7 @@
 //! send future can reorder them; here `send` queues the bytes before it
 //! returns, and one writer drains the queue.
 
-use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ErrorCode, ErrorData, JsonRpcMessage, RequestId};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use std::collections::HashSet;
@@ -236,15 +236,9 @@ async fn read_lines<R: AsyncBufRead + Unpin>(
                 // Two requests in flight with one id would get each other's
                 // answers: the second is refused.
                 if !outbox.in_flight().insert(request.id.clone()) {
-                    let error = ErrorData::new(
-                        ErrorCode::INVALID_REQUEST,
-                        format!(
-                            "toolgate proxy: the id {} is already used by a request in flight; it was not relayed",
-                            request.id
-                        ),
-                        Some(serde_json::json!({ "toolgate": "GATEWAY_REFUSED" })),
-                    );
-                    if outbox.push(&gate::error_message(Some(&request.id), &error)).is_err() {
+                    if let Some(answer) = gate::id_in_flight(&request.id).answer()
+                        && outbox.push(&answer).is_err()
+                    {
                         return;
                     }
                     continue;

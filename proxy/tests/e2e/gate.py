@@ -268,6 +268,22 @@ async def http_checks(root, audit):
         msgs = sse_messages(data) if not data.startswith(b"{") else [json.loads(data)]
         check("http: the hidden write tool, called properly, is not run", status == 200 and msgs and not target.exists(), data[:300])
         check("http: nothing written by any refused message", not target.exists() and not (root / "unparseable.txt").exists())
+        # Two requests with one id in one session: the second is refused
+        # while the first is in flight; the id is free again afterwards.
+        fifo = root / "http-wait.fifo"
+        os.mkfifo(fifo)
+        first = asyncio.create_task(asyncio.to_thread(post, port, json.dumps(call(700, "read_text_file", {"path": str(fifo)})).encode(), session))
+        await asyncio.sleep(1.0)
+        status, _, data = await asyncio.to_thread(post, port, json.dumps(call(700, "read_text_file", {"path": str(root / "x")})).encode(), session)
+        m = json.loads(data) if data.startswith(b"{") else {}
+        check("http: a second request with an id in flight is refused", status == 400 and m.get("error", {}).get("code") == -32600 and m.get("id") == 700, (status, data[:200]))
+        fd = os.open(fifo, os.O_WRONLY)
+        os.write(fd, b"released\n")
+        os.close(fd)
+        status, _, data = await first
+        check("http: ...and the first still gets its own answer", status == 200 and b"released" in data, (status, data[:300]))
+        status, _, data = await asyncio.to_thread(post, port, json.dumps(call(700, "read_text_file", {"path": str(fifo.with_name("none.txt"))})).encode(), session)
+        check("http: the id is free once the first was answered", status == 200, (status, data[:200]))
     finally:
         proc.terminate()
         await proc.wait()
