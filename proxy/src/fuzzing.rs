@@ -59,8 +59,6 @@ impl Write for AuditBuffer {
 /// What the upstream checked.
 #[derive(Default)]
 struct Ledger {
-    /// Audit bytes already read.
-    read: usize,
     /// Tools of forwarding audit lines not yet matched to a call the
     /// upstream received (calls run concurrently: any order).
     pending: Vec<String>,
@@ -82,16 +80,16 @@ impl Recorder {
     /// A call reached the upstream: an audit line written before it must
     /// have forwarded an allowed call of this tool, not matched yet.
     fn saw_call(&self, tool: &str) {
-        let audit = self.audit.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // Take the complete lines written so far out of the buffer: each is
+        // read once, and the buffer stays small over a long fuzzing run.
+        let lines = {
+            let mut audit = self.audit.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let complete = audit.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
+            audit.drain(..complete).collect::<Vec<u8>>()
+        };
         let mut ledger = self.ledger();
         ledger.calls += 1;
-        let rest = audit.get(ledger.read..).unwrap_or_default();
-        let mut read = ledger.read;
-        for line in rest.split_inclusive(|&b| b == b'\n') {
-            if line.last() != Some(&b'\n') {
-                break;
-            }
-            read += line.len();
+        for line in lines.split_inclusive(|&b| b == b'\n') {
             let Ok(record) = serde_json::from_slice::<Value>(line) else {
                 ledger.violations.push(format!("an audit line is not JSON: {line:?}"));
                 continue;
@@ -112,7 +110,6 @@ impl Recorder {
                 .to_owned();
             ledger.pending.push(name);
         }
-        ledger.read = read;
         match ledger.pending.iter().position(|t| t == tool) {
             Some(at) => {
                 ledger.pending.remove(at);
