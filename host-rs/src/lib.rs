@@ -23,7 +23,10 @@ mod bindings {
     });
 }
 
-use bindings::exports::toolgate::policy::engine::Problem as WitProblem;
+use bindings::exports::toolgate::policy::engine::{
+    Confirmation as WitConfirmation, OpenedSeal as WitOpenedSeal, Origin as WitOrigin, Problem as WitProblem,
+    Severity as WitSeverity,
+};
 use serde::Serialize;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -34,7 +37,7 @@ use wasmtime::{ResourceLimiter, Store, Trap};
 pub static COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.wasm"));
 
 /// The WIT contract version this host speaks; checked against the component.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// The host-built decisions for faults, byte for byte as every host builds
 /// them (`tests/vectors/host-faults.json`).
@@ -90,8 +93,8 @@ impl std::error::Error for Error {}
 pub struct Problem {
     pub code: String,
     pub message: String,
-    /// `policy`, `catalog`, `context`, `state` or `input`.
-    pub origin: String,
+    /// `policy`, `catalog`, `call`, `context`, `state` or `input`.
+    pub origin: &'static str,
     pub path: String,
     pub line: u32,
     pub column: u32,
@@ -102,7 +105,14 @@ impl From<WitProblem> for Problem {
         Problem {
             code: p.code,
             message: p.message,
-            origin: p.origin,
+            origin: match p.origin {
+                WitOrigin::Policy => "policy",
+                WitOrigin::Catalog => "catalog",
+                WitOrigin::Call => "call",
+                WitOrigin::Context => "context",
+                WitOrigin::State => "state",
+                WitOrigin::Input => "input",
+            },
             path: p.path,
             line: p.line,
             column: p.column,
@@ -126,7 +136,7 @@ impl fmt::Display for Problem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     /// `error` or `warning`.
-    pub severity: String,
+    pub severity: &'static str,
     pub problem: Problem,
 }
 
@@ -230,6 +240,75 @@ impl Decision {
             json: json.to_owned(),
         }
     }
+}
+
+/// How the host obtained the confirmation for a call (docs/spec.md §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Confirmation<'a> {
+    /// Nothing but the call: the model's confirmation fields never count.
+    None,
+    /// The model's literal `confirmed: true` counts (the host opted in).
+    Argument,
+    /// The person was asked about this very call and accepted.
+    Person,
+    /// A seal this host opened with its key; the engine checks the payload
+    /// against the call, the caller and the clock.
+    Seal {
+        payload: &'a str,
+        caller: &'a str,
+        now_ms: u64,
+    },
+    /// A seal this host could not accept (wrong key, altered, already used).
+    Invalid,
+}
+
+impl Confirmation<'_> {
+    /// The name audit lines use for this path.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Confirmation::None => "none",
+            Confirmation::Argument => "argument",
+            Confirmation::Person => "person",
+            Confirmation::Seal { .. } => "seal",
+            Confirmation::Invalid => "invalid",
+        }
+    }
+}
+
+/// What [`RuleSet::decide`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub decision: Decision,
+    /// Allowed: the arguments to forward (canonical JSON object text).
+    pub forward: Option<String>,
+    /// Denied about a visible tool: the MCP `CallToolResult` JSON to answer
+    /// with. `None` when allowed and for `NOT_FOUND` (answer as the server
+    /// answers an unknown tool).
+    pub blocked_result: Option<String>,
+    /// The call digest approvals and seals bind, when the call names a
+    /// visible tool.
+    pub digest: Option<String>,
+}
+
+impl Outcome {
+    fn fault(code: &'static str) -> Outcome {
+        let decision = Decision::fault(code);
+        let blocked_result = Some(blocked_result(&decision.json));
+        Outcome {
+            decision,
+            forward: None,
+            blocked_result,
+            digest: None,
+        }
+    }
+}
+
+/// The blocked result for a host-built decision, in the engine's shape
+/// (`policy_core::pipeline::blocked_result` for a decision with no tool).
+fn blocked_result(decision_json: &str) -> String {
+    let text = serde_json::to_string(decision_json).unwrap_or_default();
+    format!(r#"{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{decision_json},"isError":true}}"#)
 }
 
 /// toolgate's limits, defined once for every host
@@ -657,14 +736,70 @@ impl RuleSet {
         .map_err(|p| Error::Invalid(p.into()))
     }
 
-    /// The engine fields to remove from a call to `tool` before forwarding it.
-    pub fn strip_fields(&self, tool: &str) -> Result<Vec<String>, Error> {
+    /// The call pipeline (docs/spec.md §8): decides `call` given how the
+    /// confirmation was obtained and returns the call exactly as it is to be
+    /// forwarded, or the result to answer with. Never fails: a fault is a
+    /// deny with its code and the same blocked result every host gives.
+    pub fn decide(&self, call: &[u8], context: &str, confirmation: Confirmation<'_>) -> Outcome {
+        let max = self.engine.inner.limits.max_input_bytes;
+        if call.len() > max || context.len() > max {
+            return Outcome::fault("INPUT_TOO_LARGE");
+        }
+        let wit = match confirmation {
+            Confirmation::None => WitConfirmation::None,
+            Confirmation::Argument => WitConfirmation::Argument,
+            Confirmation::Person => WitConfirmation::Person,
+            Confirmation::Invalid => WitConfirmation::Invalid,
+            Confirmation::Seal {
+                payload,
+                caller,
+                now_ms,
+            } => WitConfirmation::Seal(WitOpenedSeal {
+                payload: payload.to_owned(),
+                caller: caller.to_owned(),
+                now_ms,
+            }),
+        };
+        let result = self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+            instance
+                .toolgate_policy_engine()
+                .rule_set()
+                .call_decide(store, handle, call, context, &wit)
+        });
+        match result {
+            Ok(outcome) => {
+                let decision = Decision::from_json(outcome.decision);
+                // An allow must come with the call to forward; anything else
+                // from the engine is a fault, and faults deny.
+                if decision.ok != outcome.forward.is_some() || decision.code.as_deref() == Some("ENGINE_TRAP") {
+                    return Outcome::fault("ENGINE_TRAP");
+                }
+                Outcome {
+                    decision,
+                    forward: outcome.forward,
+                    blocked_result: outcome.blocked_result,
+                    digest: outcome.digest,
+                }
+            }
+            Err(Error::Fault { code }) => Outcome::fault(code),
+            Err(_) => Outcome::fault("ENGINE_TRAP"),
+        }
+    }
+
+    /// The payload to seal for a pending confirmation of `call`
+    /// (docs/spec.md §8): the host encrypts it with its key.
+    pub fn seal_payload(&self, call: &[u8], caller: &str, id: &str, expires_ms: u64) -> Result<String, Error> {
+        let max = self.engine.inner.limits.max_input_bytes;
+        if call.len() > max || caller.len() > max {
+            return Err(Error::TooLarge);
+        }
         self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
             instance
                 .toolgate_policy_engine()
                 .rule_set()
-                .call_strip_fields(store, handle, tool)
-        })
+                .call_seal_payload(store, handle, call, caller, id, expires_ms)
+        })?
+        .map_err(|p| Error::Invalid(p.into()))
     }
 
     /// Lints on the loaded rules.
@@ -678,7 +813,10 @@ impl RuleSet {
         Ok(found
             .into_iter()
             .map(|f| Finding {
-                severity: f.severity,
+                severity: match f.severity {
+                    WitSeverity::Error => "error",
+                    WitSeverity::Warning => "warning",
+                },
                 problem: f.problem.into(),
             })
             .collect())

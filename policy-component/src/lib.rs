@@ -6,17 +6,30 @@ wit_bindgen::generate!({
     world: "toolgate",
 });
 
-use exports::toolgate::policy::engine::{Finding, Guest, GuestRuleSet, Problem, RuleSet};
+use exports::toolgate::policy::engine::{
+    Confirmation, Finding, Guest, GuestRuleSet, Origin, Outcome, Problem, RuleSet, Severity,
+};
 
 struct Component;
 
 struct LoadedRules(policy_core::Rules);
 
+fn origin(o: policy_core::Origin) -> Origin {
+    match o {
+        policy_core::Origin::Policy => Origin::Policy,
+        policy_core::Origin::Catalog => Origin::Catalog,
+        policy_core::Origin::Call => Origin::Call,
+        policy_core::Origin::Context => Origin::Context,
+        policy_core::Origin::State => Origin::State,
+        policy_core::Origin::Input => Origin::Input,
+    }
+}
+
 fn problem(p: policy_core::Problem) -> Problem {
     Problem {
         code: p.full_code(),
         message: p.message,
-        origin: p.origin.as_str().to_owned(),
+        origin: origin(p.origin),
         path: p.path,
         line: p.line,
         column: p.column,
@@ -60,11 +73,14 @@ impl GuestRuleSet for LoadedRules {
             .findings()
             .into_iter()
             .map(|f| Finding {
-                severity: f.severity.as_str().to_owned(),
+                severity: match f.severity {
+                    policy_core::Severity::Error => Severity::Error,
+                    policy_core::Severity::Warning => Severity::Warning,
+                },
                 problem: Problem {
                     code: f.code.to_owned(),
                     message: f.message,
-                    origin: f.origin.as_str().to_owned(),
+                    origin: origin(f.origin),
                     path: f.path,
                     line: f.line,
                     column: f.column,
@@ -73,8 +89,33 @@ impl GuestRuleSet for LoadedRules {
             .collect()
     }
 
-    fn strip_fields(&self, tool: String) -> Vec<String> {
-        self.0.strip_fields(&tool).iter().map(|f| (*f).to_owned()).collect()
+    fn decide(&self, call: Vec<u8>, context: String, confirmation: Confirmation) -> Outcome {
+        use policy_core::Confirmation as C;
+        let outcome = match &confirmation {
+            Confirmation::None => self.0.decide(&call, &context, C::None),
+            Confirmation::Argument => self.0.decide(&call, &context, C::Argument),
+            Confirmation::Person => self.0.decide(&call, &context, C::Person),
+            Confirmation::Invalid => self.0.decide(&call, &context, C::Invalid),
+            Confirmation::Seal(seal) => self.0.decide(
+                &call,
+                &context,
+                C::Seal(policy_core::OpenedSeal {
+                    payload: &seal.payload,
+                    caller: &seal.caller,
+                    now_ms: seal.now_ms,
+                }),
+            ),
+        };
+        Outcome {
+            decision: outcome.decision.json,
+            forward: outcome.forward,
+            blocked_result: outcome.blocked_result,
+            digest: outcome.digest,
+        }
+    }
+
+    fn seal_payload(&self, call: Vec<u8>, caller: String, id: String, expires_ms: u64) -> Result<String, Problem> {
+        self.0.seal_payload(&call, &caller, &id, expires_ms).map_err(problem)
     }
 }
 

@@ -15,6 +15,9 @@ pub enum Code {
     BadRequest,
     IdempotencyKeyInvalid,
     ConfirmationRequired,
+    /// A seal or approval that does not hold for this call (expired, already
+    /// used, altered, another key, another call): never forwarded.
+    ConfirmationInvalid,
     /// The host's context was malformed: a host bug, denied.
     InvalidContext,
     /// Turn runtime: a second transactional call in one turn.
@@ -29,6 +32,7 @@ impl Code {
             Code::BadRequest => "BAD_REQUEST",
             Code::IdempotencyKeyInvalid => "IDEMPOTENCY_KEY_INVALID",
             Code::ConfirmationRequired => "CONFIRMATION_REQUIRED",
+            Code::ConfirmationInvalid => "CONFIRMATION_INVALID",
             Code::InvalidContext => "INVALID_CONTEXT",
             Code::TransactionLimit => "TRANSACTION_LIMIT",
         }
@@ -48,6 +52,9 @@ impl Code {
             Code::ConfirmationRequired => {
                 "This call changes something and needs a person's confirmation. Ask them, then repeat the same call with confirmed: true."
             }
+            Code::ConfirmationInvalid => {
+                "This confirmation does not hold for this call (expired, already used, altered, or given for another call); it was not run. Call again without it to be asked again."
+            }
             Code::InvalidContext => {
                 "The host sent an invalid policy context; the call was not allowed. Fix the host's context."
             }
@@ -58,7 +65,10 @@ impl Code {
     }
 
     pub fn retryable(self) -> bool {
-        matches!(self, Code::ConfirmationRequired | Code::TransactionLimit)
+        matches!(
+            self,
+            Code::ConfirmationRequired | Code::ConfirmationInvalid | Code::TransactionLimit
+        )
     }
 }
 

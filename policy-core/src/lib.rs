@@ -21,6 +21,7 @@ pub mod error;
 pub mod evaluate;
 pub mod expose;
 pub mod json;
+pub mod pipeline;
 pub mod policy;
 pub mod rules;
 pub mod turn;
@@ -31,8 +32,9 @@ pub use context::{Context, Surface};
 pub use decision::{Code, Decision};
 pub use display::escape_for_person;
 pub use error::{Finding, Origin, Problem, ProblemCode, Severity};
+pub use pipeline::{Confirmation, OpenedSeal, Outcome};
 pub use policy::OperationType;
 pub use rules::Rules;
 
 /// The WIT contract this engine implements (`toolgate:policy@…`).
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";

@@ -155,7 +155,7 @@ pub fn read_text(path: &Path) -> Result<String> {
 
 /// `file:line:col: ` for a problem, naming the file its origin points to.
 fn location(problem: &toolgate::Problem, policy: Option<&Path>, catalog: &Path) -> String {
-    let file = match problem.origin.as_str() {
+    let file = match problem.origin {
         "policy" => policy.unwrap_or(catalog),
         _ => catalog,
     };

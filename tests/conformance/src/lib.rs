@@ -55,8 +55,17 @@ pub struct Case {
     pub state: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
+    /// `decide`: `"none"`, `"argument"`, `"person"`, `"invalid"` or
+    /// `{"seal": {"payload", "caller", "now_ms"}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
+    pub confirmation: Option<Value>,
+    /// `seal_payload`: the caller, seal id and expiry sealed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
     /// Hand-written: the decision code, `null` when allowed.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "double_option")]
     pub expect_code: Option<Option<String>>,
@@ -108,7 +117,22 @@ pub enum Op {
     Evaluate,
     List,
     Turn,
-    StripFields,
+    Decide,
+    SealPayload,
+}
+
+/// A `decide` case's confirmation, borrowed from the case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaseConfirmation<'a> {
+    None,
+    Argument,
+    Person,
+    Invalid,
+    Seal {
+        payload: &'a str,
+        caller: &'a str,
+        now_ms: u64,
+    },
 }
 
 impl Case {
@@ -123,6 +147,37 @@ impl Case {
                 self.name
             )),
         }
+    }
+
+    pub fn confirmation(&self) -> Result<CaseConfirmation<'_>, String> {
+        let bad = || format!("case `{}`: unreadable confirmation", self.name);
+        match &self.confirmation {
+            None => Ok(CaseConfirmation::None),
+            Some(Value::String(s)) => match s.as_str() {
+                "none" => Ok(CaseConfirmation::None),
+                "argument" => Ok(CaseConfirmation::Argument),
+                "person" => Ok(CaseConfirmation::Person),
+                "invalid" => Ok(CaseConfirmation::Invalid),
+                _ => Err(bad()),
+            },
+            Some(Value::Object(o)) => {
+                let seal = o.get("seal").ok_or_else(bad)?;
+                Ok(CaseConfirmation::Seal {
+                    payload: seal.get("payload").and_then(Value::as_str).ok_or_else(bad)?,
+                    caller: seal.get("caller").and_then(Value::as_str).ok_or_else(bad)?,
+                    now_ms: seal.get("now_ms").and_then(Value::as_u64).ok_or_else(bad)?,
+                })
+            }
+            Some(_) => Err(bad()),
+        }
+    }
+
+    fn seal_inputs(&self) -> (&str, &str, u64) {
+        (
+            self.caller.as_deref().unwrap_or_default(),
+            self.id.as_deref().unwrap_or_default(),
+            self.expires_ms.unwrap_or_default(),
+        )
     }
 
     pub fn context_text(&self) -> String {
@@ -231,9 +286,32 @@ impl Runner for Native {
                 .turn_json(&state_text(case), &input_text(case))
                 .map(Value::String)
                 .map_err(|p| p.full_code()),
-            Op::StripFields => Ok(Value::from(
-                rules.strip_fields(case.tool.as_deref().unwrap_or_default()).to_vec(),
-            )),
+            Op::Decide => {
+                use policy_core::Confirmation as C;
+                let confirmation = match case.confirmation()? {
+                    CaseConfirmation::None => C::None,
+                    CaseConfirmation::Argument => C::Argument,
+                    CaseConfirmation::Person => C::Person,
+                    CaseConfirmation::Invalid => C::Invalid,
+                    CaseConfirmation::Seal {
+                        payload,
+                        caller,
+                        now_ms,
+                    } => C::Seal(policy_core::OpenedSeal {
+                        payload,
+                        caller,
+                        now_ms,
+                    }),
+                };
+                let o = rules.decide(&case.call_bytes()?, &case.context_text(), confirmation);
+                Ok(outcome_value(o.decision.json, o.forward, o.blocked_result, o.digest))
+            }
+            Op::SealPayload => {
+                let (caller, id, expires_ms) = case.seal_inputs();
+                Ok(rules
+                    .seal_payload(&case.call_bytes()?, caller, id, expires_ms)
+                    .map_or_else(|p| serde_json::json!({"error": p.full_code()}), Value::String))
+            }
         }
     }
 }
@@ -273,12 +351,49 @@ impl Runner for Component {
                 .turn(&state_text(case), &input_text(case))
                 .map(Value::String)
                 .map_err(|e| e.code()),
-            Op::StripFields => rules
-                .strip_fields(case.tool.as_deref().unwrap_or_default())
-                .map(Value::from)
-                .map_err(|e| e.code()),
+            Op::Decide => {
+                use toolgate::Confirmation as C;
+                let confirmation = match case.confirmation()? {
+                    CaseConfirmation::None => C::None,
+                    CaseConfirmation::Argument => C::Argument,
+                    CaseConfirmation::Person => C::Person,
+                    CaseConfirmation::Invalid => C::Invalid,
+                    CaseConfirmation::Seal {
+                        payload,
+                        caller,
+                        now_ms,
+                    } => C::Seal {
+                        payload,
+                        caller,
+                        now_ms,
+                    },
+                };
+                let o = rules.decide(&case.call_bytes()?, &case.context_text(), confirmation);
+                Ok(outcome_value(o.decision.json, o.forward, o.blocked_result, o.digest))
+            }
+            Op::SealPayload => {
+                let (caller, id, expires_ms) = case.seal_inputs();
+                Ok(rules
+                    .seal_payload(&case.call_bytes()?, caller, id, expires_ms)
+                    .map_or_else(|e| serde_json::json!({"error": e.code()}), Value::String))
+            }
         }
     }
+}
+
+/// A `decide` answer as the vectors write it.
+fn outcome_value(
+    decision: String,
+    forward: Option<String>,
+    blocked_result: Option<String>,
+    digest: Option<String>,
+) -> Value {
+    serde_json::json!({
+        "decision": decision,
+        "forward": forward,
+        "blocked_result": blocked_result,
+        "digest": digest,
+    })
 }
 
 fn state_text(case: &Case) -> String {
@@ -338,7 +453,9 @@ pub fn check_case<R: Runner>(runner: &R, rules: &R::Loaded, case: &Case) -> Resu
     if got != case.expect {
         return Err(format!("\n  got      {got}\n  expected {}", case.expect));
     }
-    if let (Some(expected_code), Value::String(json)) = (&case.expect_code, &got) {
+    // A `decide` answer's code is its decision's.
+    let decided = got.get("decision").cloned().unwrap_or_else(|| got.clone());
+    if let (Some(expected_code), Value::String(json)) = (&case.expect_code, &decided) {
         let decision: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
         let code = decision
             .pointer("/error/code")
