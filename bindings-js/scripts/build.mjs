@@ -82,14 +82,14 @@ if (/process\?\.env/.test(js.replace('globalThis?.process?.env?.JCO_DEBUG ?', ''
 
 // 2. The two tiny helper modules wit-component adds for the resource
 //    destructor (a funcref table and its filler) are replaced in JS by
-//    src/core.js, so the package needs exactly one compiled core module,
+//    src/abi.js, so the package needs exactly one compiled core module,
 //    which a worker imports. Check they are what the JS shim assumes.
 function checkShim(name, expectImports, expectExports) {
   const mod = new WebAssembly.Module(readFileSync(join(out, name)));
   const imports = WebAssembly.Module.imports(mod).map((i) => `${i.module}:${i.name}:${i.kind}`).sort();
   const exports = WebAssembly.Module.exports(mod).map((e) => `${e.name}:${e.kind}`).sort();
   if (JSON.stringify(imports) !== JSON.stringify(expectImports) || JSON.stringify(exports) !== JSON.stringify(expectExports)) {
-    throw new Error(`jco output changed: ${name} imports ${imports} exports ${exports}; update src/core.js`);
+    throw new Error(`jco output changed: ${name} imports ${imports} exports ${exports}; update src/abi.js`);
   }
 }
 checkShim('toolgate_policy.core2.wasm', [], ['$imports:table', '0:function']);

@@ -2,7 +2,7 @@
 // as modules: no bundler, the core wasm imported as a compiled module.
 //   node scripts/workerd.mjs examples/worker/worker.mjs [--port 8787] [--catalog FILE] [--policy FILE]
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
@@ -11,11 +11,19 @@ import { fileURLToPath } from 'node:url';
 export const pkgDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const q = (/** @type {string} */ s) => JSON.stringify(s);
 
+/** Entry points that are not runtime-neutral (Node's, the MCP middleware's, the worker's own). */
+const NOT_IN_WORKER = new Set(['index.js', 'mcp.js', 'worker.js']);
+
+/** Every runtime-neutral module of src/ (core.js and what it imports). */
+function runtimeNeutralSources() {
+  return readdirSync(join(pkgDir, 'src')).filter((f) => f.endsWith('.js') && !NOT_IN_WORKER.has(f)).sort().map((f) => `src/${f}`);
+}
+
 /** The package's modules, named by their path in the package, plus the public entry points. */
 function packageModules(/** @type {(f: string) => string} */ embed) {
   const at = (/** @type {string} */ p) => embed(join(pkgDir, p));
   return [
-    ...['src/core.js', 'src/calljson.js', 'src/errors.js', 'src/faults.js', 'gen/toolgate_policy.js'].map((p) => `(name = ${q(`toolgate/${p}`)}, esModule = embed ${q(at(p))})`),
+    ...[...runtimeNeutralSources(), 'gen/toolgate_policy.js'].map((p) => `(name = ${q(`toolgate/${p}`)}, esModule = embed ${q(at(p))})`),
     `(name = "toolgate/gen/toolgate_policy.core.wasm", wasm = embed ${q(at('gen/toolgate_policy.core.wasm'))})`,
     `(name = "toolgate/core", esModule = "export * from './src/core.js';")`,
     `(name = "toolgate/core.wasm", esModule = "export { default } from './gen/toolgate_policy.core.wasm';")`,

@@ -1,16 +1,34 @@
 // Errors are Error subclasses carrying a stable `code`, never strings.
 
-/** Base class of every error this package throws. */
+/**
+ * A problem the component reported (SPEC: WIT `problem`).
+ * @typedef {object} Problem
+ * @property {string} code
+ * @property {string} message
+ * @property {string} origin `policy`, `catalog`, `call`, `context`, `state` or `input`.
+ * @property {string} path
+ * @property {number} line 1-based; 0 when the input has no position.
+ * @property {number} column
+ */
+
+/**
+ * Base class of every error this package throws; `code` is stable.
+ * @template {string} [C=string]
+ */
 export class ToolgateError extends Error {
   /**
-   * @param {string} code
+   * The stable, upper-case code (e.g. `POLICY_UNKNOWN_KEY`, `ENGINE_TRAP`).
+   * @readonly @type {C}
+   */
+  code;
+  /**
+   * @param {C} code
    * @param {string} message
    * @param {ErrorOptions} [options]
    */
   constructor(code, message, options) {
     super(message, options);
     this.name = 'ToolgateError';
-    /** The stable, upper-case code (e.g. `POLICY_UNKNOWN_KEY`, `ENGINE_TRAP`). */
     this.code = code;
   }
 }
@@ -22,7 +40,17 @@ export class ToolgateError extends Error {
  * name the JSON path).
  */
 export class ProblemError extends ToolgateError {
-  /** @param {{code: string, message: string, origin: string, path: string, line: number, column: number}} problem */
+  /** The component's message, without the origin/position prefix. @readonly @type {string} */
+  problemMessage;
+  /** Which input: `policy`, `catalog`, `call`, `context`, `state` or `input`. @readonly @type {string} */
+  origin;
+  /** @readonly @type {string} */
+  path;
+  /** 1-based; 0 when the input has no position. @readonly @type {number} */
+  line;
+  /** @readonly @type {number} */
+  column;
+  /** @param {Problem} problem */
   constructor(problem) {
     const where = problem.line > 0 ? `${problem.line}:${problem.column}: ` : '';
     super(problem.code, `${problem.origin}: ${where}${problem.message}`);
@@ -37,15 +65,22 @@ export class ProblemError extends ToolgateError {
 
 /** Loading the policy or the catalog failed. */
 export class LoadError extends ProblemError {
-  /** @param {{code: string, message: string, origin: string, path: string, line: number, column: number}} problem */
+  /** @param {Problem} problem */
   constructor(problem) {
     super(problem);
     this.name = 'LoadError';
   }
 }
 
-/** The component is not the contract version this package speaks. */
+/**
+ * The component does not implement this package's contract version.
+ * @extends {ToolgateError<'CONTRACT_VERSION_MISMATCH'>}
+ */
 export class ContractVersionError extends ToolgateError {
+  /** @readonly @type {string} */
+  expected;
+  /** @readonly @type {string} */
+  found;
   /** @param {string} expected @param {string} found */
   constructor(expected, found) {
     super('CONTRACT_VERSION_MISMATCH', `the component implements contract ${JSON.stringify(found)}; this package needs ${JSON.stringify(expected)}`);
@@ -58,16 +93,21 @@ export class ContractVersionError extends ToolgateError {
 /**
  * The engine could not answer (SPEC §7); nothing was decided. `code` is the
  * host fault: `ENGINE_TRAP`, `ENGINE_LIMIT` or `ENGINE_OUT_OF_MEMORY`.
+ * @template {'ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY'} [C='ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY']
+ * @extends {ToolgateError<C>}
  */
 export class EngineFaultError extends ToolgateError {
-  /** @param {'ENGINE_TRAP'|'ENGINE_LIMIT'|'ENGINE_OUT_OF_MEMORY'} code @param {string} message @param {unknown} [cause] */
+  /** @param {C} code @param {string} message @param {unknown} [cause] */
   constructor(code, message, cause) {
     super(code, message, cause === undefined ? undefined : { cause });
     this.name = 'EngineFaultError';
   }
 }
 
-/** The component trapped (or the host could not run it); nothing was decided. */
+/**
+ * The component trapped (or the host could not run it); nothing was decided.
+ * @extends {EngineFaultError<'ENGINE_TRAP'>}
+ */
 export class EngineTrapError extends EngineFaultError {
   /** @param {string} message @param {unknown} [cause] */
   constructor(message, cause) {
@@ -76,7 +116,10 @@ export class EngineTrapError extends EngineFaultError {
   }
 }
 
-/** The call took longer than the host's deadline (`deadlineMs`); its answer was dropped. */
+/**
+ * The call took longer than the host's deadline (`deadlineMs`); its answer was dropped.
+ * @extends {EngineFaultError<'ENGINE_LIMIT'>}
+ */
 export class EngineLimitError extends EngineFaultError {
   /** @param {string} message */
   constructor(message) {
@@ -85,7 +128,10 @@ export class EngineLimitError extends EngineFaultError {
   }
 }
 
-/** The component's memory went over the host's cap (`maxMemoryBytes`); the instance was replaced. */
+/**
+ * The component's memory went over the host's cap (`maxMemoryBytes`); the instance was replaced.
+ * @extends {EngineFaultError<'ENGINE_OUT_OF_MEMORY'>}
+ */
 export class EngineOutOfMemoryError extends EngineFaultError {
   /** @param {string} message @param {unknown} [cause] */
   constructor(message, cause) {
@@ -94,8 +140,15 @@ export class EngineOutOfMemoryError extends EngineFaultError {
   }
 }
 
-/** An input over the host's size limit; it never reached the component. */
+/**
+ * An input over the host's size limit; it never reached the component.
+ * @extends {ToolgateError<'INPUT_TOO_LARGE'>}
+ */
 export class InputTooLargeError extends ToolgateError {
+  /** @readonly @type {number} */
+  bytes;
+  /** @readonly @type {number} */
+  limit;
   /** @param {string} what @param {number} bytes @param {number} limit */
   constructor(what, bytes, limit) {
     super('INPUT_TOO_LARGE', `the ${what} is ${bytes} bytes; this host accepts at most ${limit}`);

@@ -2,7 +2,12 @@
 // (SPEC §7). Exactly the bytes of tests/vectors/host-faults.json; a test
 // compares them with that file.
 
-/** @type {Readonly<Record<'ENGINE_TRAP'|'ENGINE_LIMIT'|'ENGINE_OUT_OF_MEMORY'|'INPUT_TOO_LARGE', string>>} */
+/** @typedef {'ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY' | 'INPUT_TOO_LARGE'} HostFaultCode */
+
+/**
+ * The decisions a host builds itself (SPEC §7), exact bytes.
+ * @type {Readonly<Record<HostFaultCode, string>>}
+ */
 export const HOST_FAULTS = Object.freeze({
   ENGINE_TRAP: '{"ok":false,"error":{"code":"ENGINE_TRAP","message":"The policy engine failed on this call; it was not allowed. Report it if it repeats.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}',
   ENGINE_LIMIT: '{"ok":false,"error":{"code":"ENGINE_LIMIT","message":"The policy engine ran out of its time budget on this call; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}',

@@ -5,7 +5,10 @@ import { setDefaultModule } from './core.js';
 /** The URL of the core module shipped in this package. */
 export const coreModuleUrl = new URL('../gen/toolgate_policy.core.wasm', import.meta.url);
 
-/** Compiles the package's core module. `Toolgate.load` does it once per process. */
+/**
+ * Compiles the package's core module. `Toolgate.load` does it once per process.
+ * @returns {Promise<WebAssembly.Module>}
+ */
 export async function compileCoreModule() {
   return WebAssembly.compile(await readFile(coreModuleUrl));
 }

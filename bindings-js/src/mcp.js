@@ -6,6 +6,25 @@ import { EngineFaultError } from './errors.js';
 import { faultDecision } from './core.js';
 import { callJson, engineJson } from './calljson.js';
 
+/**
+ * @typedef {object} GuardOptions
+ * @property {import('./core.js').Toolgate} gate
+ * @property {(extra: any, request: any) => import('./core.js').ContextInput | Promise<import('./core.js').ContextInput>} [context]
+ *   The per-request context. Default: confirming surface, scopes from `extra.authInfo` when present.
+ * @property {'auto' | 'always' | 'never'} [structuredContent]
+ *   Whether a blocked result carries the decision as `structuredContent`:
+ *   `auto` (default) only for tools without an `outputSchema` (SDK 1.x clients
+ *   validate error results against the success schema), `always`, or `never`.
+ * @property {(decision: import('./core.js').Decision, info: { name: string, extra: any }) => void} [onDecision]
+ *   Called with every decision (audit).
+ */
+/**
+ * @typedef {object} ToolErrorResult
+ * @property {{ type: 'text', text: string }[]} content
+ * @property {true} isError
+ * @property {Record<string, unknown>} [structuredContent]
+ */
+
 const LIST = 'tools/list';
 const CALL = 'tools/call';
 const kGuarded = Symbol.for('toolgate.mcp.guarded');
@@ -14,6 +33,7 @@ const kGuarded = Symbol.for('toolgate.mcp.guarded');
  * The answer McpServer gives for a tool it does not have; a hidden tool gets
  * exactly this, so it cannot be told apart from a missing one.
  * @param {string} name
+ * @returns {ToolErrorResult}
  */
 export function unknownToolResult(name) {
   return { content: [{ type: 'text', text: new McpError(ErrorCode.InvalidParams, `Tool ${name} not found`).message }], isError: true };
@@ -24,9 +44,10 @@ export function unknownToolResult(name) {
  * text, and (see `structuredContent`) the decision as structured content.
  * @param {import('./core.js').Decision} decision
  * @param {boolean} structured
+ * @returns {ToolErrorResult}
  */
 export function blockedResult(decision, structured) {
-  /** @type {{ content: {type: 'text', text: string}[], isError: true, structuredContent?: any }} */
+  /** @type {ToolErrorResult} */
   const result = { content: [{ type: 'text', text: decision.json }], isError: true };
   if (structured) result.structuredContent = decision.value;
   return result;
@@ -37,6 +58,7 @@ export function blockedResult(decision, structured) {
  * the request's auth info when the transport authenticated it (no auth info:
  * no scope check).
  * @param {any} extra
+ * @returns {{ surface: 'confirming', scopes?: string[] }}
  */
 export function defaultContext(extra) {
   const auth = extra?.authInfo;
@@ -46,15 +68,13 @@ export function defaultContext(extra) {
 /**
  * Wraps an MCP server (McpServer or the low-level Server) with a Toolgate.
  *
- * @param {any} target an `McpServer` or a `Server` of @modelcontextprotocol/sdk
- * @param {{
- *   gate: import('./core.js').Toolgate,
- *   context?: (extra: any, request: any) => unknown,
- *   structuredContent?: 'auto' | 'always' | 'never',
- *   onDecision?: (decision: import('./core.js').Decision, info: { name: string, extra: any }) => void,
- * }} options
+ * @template T
+ * @param {T} guarded an `McpServer` or a `Server` of @modelcontextprotocol/sdk
+ * @param {GuardOptions} options
+ * @returns {T}
  */
-export function guardServer(target, options) {
+export function guardServer(guarded, options) {
+  const target = /** @type {any} */ (guarded);
   const { gate } = options ?? {};
   if (!gate || typeof gate.evaluate !== 'function') throw new TypeError('guardServer needs { gate: Toolgate }');
   const contextOf = options.context ?? defaultContext;
@@ -216,9 +236,9 @@ export function guardServer(target, options) {
     setRequestHandler(schema, handler);
     for (const [method, wrap] of /** @type {const} */ ([[LIST, wrapList], [CALL, wrapCall]])) {
       const h = handlers.get(method);
-      if (h && !h[kGuarded]) { const w = wrap(h); w[kGuarded] = true; handlers.set(method, w); }
+      if (h && !h[kGuarded]) { const w = /** @type {any} */ (wrap(h)); w[kGuarded] = true; handlers.set(method, w); }
     }
   };
   for (const method of [LIST, CALL]) { const h = handlers.get(method); if (h) h[kGuarded] = true; }
-  return target;
+  return guarded;
 }

@@ -16,9 +16,16 @@ test('npm pack, install into an empty folder, import, evaluate', async (t) => {
   const tarball = join(work, filename);
   t.diagnostic(`${filename}: ${size} bytes packed, ${unpackedSize} unpacked, ${files.length} files`);
   const paths = files.map((f) => f.path).sort();
-  for (const p of ['bin/toolgate.mjs', 'gen/toolgate_policy.core.wasm', 'gen/toolgate_policy.js', 'package.json', 'src/core.d.ts', 'src/core.js', 'src/index.js', 'src/mcp.js', 'src/worker.js', 'README.md']) {
+  for (const p of ['bin/toolgate.mjs', 'gen/toolgate_policy.core.wasm', 'gen/toolgate_policy.js', 'package.json', 'src/core.js', 'src/abi.js', 'src/index.js', 'src/mcp.js', 'src/worker.js', 'README.md']) {
     assert.ok(paths.includes(p), `${p} is in the tarball`);
   }
+  // The types are generated from the JSDoc at pack time (prepack): every
+  // `types` the package.json names is in the tarball, and no hand-written .d.ts.
+  const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'));
+  const typePaths = [pkg.types, ...Object.values(pkg.exports).map((/** @type {any} */ e) => e?.types).filter(Boolean)].map((p) => p.replace(/^\.\//, ''));
+  assert.ok(typePaths.length >= 5);
+  for (const p of typePaths) assert.ok(paths.includes(p), `${p} is in the tarball`);
+  assert.ok(!paths.some((p) => p.startsWith('src/') && p.endsWith('.d.ts')), 'no hand-written .d.ts');
   assert.ok(!paths.some((p) => p.startsWith('test/') || p.startsWith('node_modules/') || p.startsWith('scripts/')), paths.join(' '));
 
   const app = join(work, 'app');

@@ -1,0 +1,152 @@
+// What the engine answers, as objects that keep its exact bytes: decisions,
+// tool lists, turn states; and the host's own answers when the engine cannot
+// decide (SPEC §7).
+import { HOST_FAULTS } from './faults.js';
+import { EngineLimitError, EngineOutOfMemoryError, EngineTrapError } from './errors.js';
+
+/** @typedef {import('./faults.js').HostFaultCode} HostFaultCode */
+/** @typedef {'ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY'} EngineFaultCode */
+/** @typedef {'rejected' | 'error' | (string & {})} Outcome */
+/**
+ * @typedef {object} DecisionErrorBody
+ * @property {string} code
+ * @property {string} message
+ * @property {boolean} retryable
+ * @property {Outcome} outcome
+ * @property {Record<string, unknown>} [details]
+ */
+/**
+ * @typedef {object} DecisionMetadata
+ * @property {string | null} tool
+ * @property {boolean} blocked_by_policy
+ * @property {'read_only' | 'transactional'} [operation_type]
+ * @property {string} [effect]
+ * @property {'tool_policies' | 'tools_yaml' | 'catalog' | 'defaults' | 'builtin'} [policy_source]
+ * @property {boolean} [confirmation_required]
+ * @property {boolean} [confirmation_received]
+ * @property {string} [policy_revision]
+ */
+/**
+ * @typedef {object} DecisionValue
+ * @property {boolean} ok
+ * @property {DecisionErrorBody | null} error
+ * @property {DecisionMetadata & Record<string, unknown>} metadata
+ */
+/**
+ * @typedef {object} ListedTool
+ * @property {string} name
+ * @property {string} [title]
+ * @property {string} [description]
+ * @property {Record<string, unknown>} inputSchema
+ * @property {Record<string, unknown>} [outputSchema]
+ * @property {{ readOnlyHint?: boolean, destructiveHint?: boolean, idempotentHint?: boolean, openWorldHint?: boolean, [k: string]: unknown }} [annotations]
+ */
+
+/** A decision: the engine's canonical JSON (`json`, exact bytes) and its typed form. */
+export class Decision {
+  /** @type {DecisionValue | undefined} */
+  #value;
+  /**
+   * The canonical decision JSON exactly as the engine wrote it.
+   * @readonly @type {string}
+   */
+  json;
+  /** @param {string} json */
+  constructor(json) {
+    this.json = json;
+  }
+  /** The parsed decision object. @returns {DecisionValue} */
+  get value() { return this.#value ??= JSON.parse(this.json); }
+  /**
+   * Whether the call is allowed. SPEC §5: the canonical writer puts `ok` first
+   * (`{"ok":true,` / `{"ok":false,`), so it is read from the bytes without
+   * parsing them (a parse is ~15 % of a decision in Node); anything else is parsed.
+   * @returns {boolean}
+   */
+  get ok() {
+    if (this.#value === undefined) {
+      if (this.json.startsWith('{"ok":true,')) return true;
+      if (this.json.startsWith('{"ok":false,')) return false;
+    }
+    return this.value.ok === true;
+  }
+  /** @returns {DecisionErrorBody | null} */
+  get error() { return this.value.error; }
+  /** @returns {DecisionMetadata & Record<string, unknown>} */
+  get metadata() { return this.value.metadata; }
+  /** The error code, or null when the call is allowed. @returns {string | null} */
+  get code() { return this.value.error?.code ?? null; }
+  /** @returns {string | null} */
+  get tool() { return this.value.metadata?.tool ?? null; }
+  /** @returns {boolean} */
+  get retryable() { return this.value.error?.retryable ?? false; }
+  toString() { return this.json; }
+  /** @returns {DecisionValue} */
+  toJSON() { return this.value; }
+}
+
+/** The `tools/list` result a context may see (`json`: exact bytes). */
+export class ToolList {
+  /** @type {{ tools: ListedTool[] } | undefined} */
+  #value;
+  /** The engine's JSON, exact bytes. @readonly @type {string} */
+  json;
+  /** @param {string} json */
+  constructor(json) {
+    this.json = json;
+  }
+  /** @returns {{ tools: ListedTool[] }} */
+  get value() { return this.#value ??= JSON.parse(this.json); }
+  /** @returns {ListedTool[]} */
+  get tools() { return this.value.tools; }
+  /** @returns {string[]} */
+  get names() { return this.tools.map((t) => t.name); }
+  toString() { return this.json; }
+  /** @returns {{ tools: ListedTool[] }} */
+  toJSON() { return this.value; }
+}
+
+/** The transactional runtime's state after a turn (SPEC §6; `json`: exact bytes). */
+export class TurnState {
+  /** @type {Record<string, any> | undefined} */
+  #value;
+  /** The engine's JSON, exact bytes. @readonly @type {string} */
+  json;
+  /** @param {string} json */
+  constructor(json) {
+    this.json = json;
+  }
+  /** @returns {Record<string, any>} */
+  get value() { return this.#value ??= JSON.parse(this.json); }
+  toString() { return this.json; }
+  /** @returns {Record<string, any>} */
+  toJSON() { return this.value; }
+}
+
+/** The host-built decisions (SPEC §7), one object each. */
+export const FAULT_DECISIONS = Object.freeze({
+  ENGINE_TRAP: new Decision(HOST_FAULTS.ENGINE_TRAP),
+  ENGINE_LIMIT: new Decision(HOST_FAULTS.ENGINE_LIMIT),
+  ENGINE_OUT_OF_MEMORY: new Decision(HOST_FAULTS.ENGINE_OUT_OF_MEMORY),
+  INPUT_TOO_LARGE: new Decision(HOST_FAULTS.INPUT_TOO_LARGE),
+});
+
+/**
+ * A host-built decision (SPEC §7) as a Decision.
+ * @param {HostFaultCode} code
+ * @returns {Decision}
+ */
+export function faultDecision(code) {
+  return new Decision(HOST_FAULTS[code]);
+}
+
+/**
+ * The typed error for a fault on a call that returns a value (list, turn, stripFields).
+ * @param {EngineFaultCode} code
+ * @param {unknown} cause
+ */
+export function engineFault(code, cause) {
+  if (code === 'ENGINE_OUT_OF_MEMORY') return new EngineOutOfMemoryError('the policy engine went over its memory cap on this request; it was not served', cause);
+  if (code === 'ENGINE_LIMIT') return new EngineLimitError('the policy engine ran out of its compute budget (or deadline) on this request; it was not served');
+  return new EngineTrapError('the policy engine failed on this request; it was not served', cause);
+}

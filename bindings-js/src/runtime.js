@@ -1,0 +1,141 @@
+// The runtime: where the compiled core module comes from, instantiating the
+// component with one rule set (through src/abi.js), and telling the engine's
+// failures apart (a problem, the guest meter, a trap). No Node API is used.
+import { CONTRACT_VERSION } from './contract.js';
+import { checkedFastPath, instantiateComponent } from './abi.js';
+import { ContractVersionError, EngineLimitError, EngineOutOfMemoryError, EngineTrapError, LoadError } from './errors.js';
+
+/** @typedef {import('./errors.js').Problem} Problem */
+
+const perf = globalThis.performance;
+/** A monotonic clock in ms where there is one. */
+export const now = typeof perf?.now === 'function' ? () => perf.now() : Date.now;
+
+/** @type {(() => Promise<WebAssembly.Module>) | null} */
+let defaultModule = null;
+
+/**
+ * Sets how `Toolgate.load` gets the compiled core module when none is given
+ * (each runtime entry point sets it once).
+ * @param {() => Promise<WebAssembly.Module>} provider
+ * @returns {void}
+ */
+export function setDefaultModule(provider) {
+  let cached = /** @type {Promise<WebAssembly.Module> | null} */ (null);
+  defaultModule = () => (cached ??= provider().catch((e) => { cached = null; throw e; }));
+}
+
+/** The runtime's default core module, or null when no entry point set one. */
+export function getDefaultModule() {
+  return defaultModule ? defaultModule() : null;
+}
+
+/**
+ * Whether a trap is the guest meter's: the component divides by zero when its
+ * budget runs out (`i32.div_u` by 0), which Rust-compiled code never does (it
+ * checks divisors and panics, an `unreachable`). V8 reports it as a
+ * `WebAssembly.RuntimeError` "divide by zero".
+ * @param {unknown} e
+ */
+export function isMeterTrap(e) {
+  for (let err = e, depth = 0; err && depth < 4; err = /** @type {any} */ (err).cause, depth++) {
+    if (err instanceof WebAssembly.RuntimeError && /divide by zero/i.test(err.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * The `problem` a component call returned as its error (jco throws it as `payload`), or null.
+ * @param {unknown} e
+ * @returns {Problem | null}
+ */
+export function problemOf(e) {
+  const p = /** @type {any} */ (e)?.payload;
+  if (p && typeof p === 'object' && typeof p.code === 'string' && typeof p.origin === 'string') return p;
+  return null;
+}
+
+/**
+ * One component instance with one rule set loaded.
+ * @typedef {object} Engine
+ * @property {any} rules jco's `RuleSet` object
+ * @property {WebAssembly.Exports} raw the core instance's exports
+ * @property {WebAssembly.Memory | null} memory the guest's memory (its size is the memory cap's measure)
+ * @property {number} rep the rule set's rep (-1: unknown)
+ * @property {(bytes: Uint8Array, context: string) => string} evaluate the fast path when it passed its checks, else jco's wrapper
+ * @property {boolean} fastPath whether `evaluate` is the fast path
+ * @property {readonly string[]} abiProblems why it is not (empty when it is)
+ */
+
+/**
+ * Instantiates the component and loads the rules into it.
+ * @param {WebAssembly.Module} module
+ * @param {{ policy: string | undefined, catalog: string, fastPath: boolean, maxMemoryBytes: number, hide?: Iterable<string> }} options
+ * @returns {Engine}
+ */
+export function loadEngine(module, options) {
+  const engine = load(module, options, options.fastPath);
+  if (!engine.fastPath && engine.probeFailed) {
+    // The probe itself failed inside the guest: that instance may be broken.
+    const again = load(module, options, false);
+    return { ...again, abiProblems: Object.freeze([...engine.abiProblems, ...again.abiProblems]) };
+  }
+  return engine;
+}
+
+/**
+ * @param {WebAssembly.Module} module
+ * @param {{ policy: string | undefined, catalog: string, maxMemoryBytes: number, hide?: Iterable<string> }} options
+ * @param {boolean} fastPath
+ * @returns {Engine & { probeFailed: boolean }}
+ */
+function load(module, options, fastPath) {
+  let inst;
+  try {
+    inst = instantiateComponent(module, { fastPath, hide: options.hide });
+  } catch (e) {
+    throw new EngineTrapError(`the policy engine could not be instantiated: ${/** @type {any} */ (e)?.message ?? e}`, e);
+  }
+  const version = inst.engine.contractVersion();
+  if (version !== CONTRACT_VERSION) throw new ContractVersionError(CONTRACT_VERSION, version);
+  const { memory } = inst;
+  const over = () => memory !== null && memory.buffer.byteLength > options.maxMemoryBytes;
+  const repOf = inst.repOfNextRuleSet();
+  let rules;
+  try {
+    rules = inst.engine.RuleSet.load(options.policy, options.catalog);
+  } catch (e) {
+    const p = problemOf(e);
+    if (p) throw new LoadError(p);
+    if (over()) throw new EngineOutOfMemoryError('loading the rules went over maxMemoryBytes', e);
+    if (isMeterTrap(e)) throw new EngineLimitError('loading the rules ran out of the compute budget');
+    throw new EngineTrapError('the policy engine failed while loading the rules', e);
+  }
+  if (over()) throw new EngineOutOfMemoryError('loading the rules went over maxMemoryBytes');
+  const rep = repOf();
+  const viaWrapper = (/** @type {Uint8Array} */ bytes, /** @type {string} */ context) => rules.evaluate(bytes, context);
+  const problems = [...inst.problems];
+  /** @type {((bytes: Uint8Array, context: string) => string) | null} */
+  let fast = null;
+  let probeFailed = false;
+  if (fastPath && inst.abi) {
+    try {
+      const checked = checkedFastPath(inst.abi, rep, viaWrapper);
+      fast = checked.fast;
+      if (checked.problem) problems.push(checked.problem);
+    } catch (e) {
+      probeFailed = true;
+      problems.push(`fast path probe failed: ${/** @type {any} */ (e)?.message ?? e}`);
+    }
+  }
+  return {
+    rules,
+    raw: inst.raw,
+    memory,
+    rep,
+    evaluate: fast ?? viaWrapper,
+    fastPath: fast !== null,
+    abiProblems: Object.freeze(problems),
+    probeFailed,
+  };
+}

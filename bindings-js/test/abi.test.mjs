@@ -1,0 +1,140 @@
+// The canonical-ABI fast path (src/abi.js) against jco's generated wrapper:
+// every shared vector gives the same bytes both ways; a failed ABI check (a
+// jco change, simulated by hiding an export or import from the check) falls
+// back to the wrapper for every call, with the same results; the env var
+// forces the wrapper.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CONTRACT_VERSION, HOST_FAULTS, Toolgate, compileCoreModule } from '../src/index.js';
+import { EVALUATE, EVALUATE_POST, INTERFACE, MEMORY, REALLOC, RESOURCE_NEW, checkExports } from '../src/abi.js';
+import { runFile } from './lib/vector-exec.mjs';
+import { loadVectorFile, pkgDir, vectorFiles, vectorsDir } from './lib/vectors.mjs';
+
+const kFastPath = Symbol.for('toolgate.test.fastPath');
+const kHide = Symbol.for('toolgate.test.hideFromAbi');
+const kInjectTrap = Symbol.for('toolgate.test.injectTrap');
+const module = await compileCoreModule();
+// Files this runner cannot read (vectors.test.mjs reports them) are left out here.
+/** @type {string[]} */ const unreadable = [];
+const files = vectorFiles().flatMap((path) => {
+  try { return [loadVectorFile(path)]; } catch (e) { unreadable.push(`${path}: ${/** @type {any} */ (e).message}`); return []; }
+});
+const fixtures = join(vectorsDir, 'fixtures');
+const plansPolicy = readFileSync(join(fixtures, 'plans-policy.yaml'), 'utf8');
+const plansCatalog = readFileSync(join(fixtures, 'plans-catalog.json'), 'utf8');
+
+/** Loads with these extra options, recording whether each gate used the fast path. */
+function loader(/** @type {Record<string | symbol, unknown>} */ extra, /** @type {boolean[]} */ seen) {
+  return async (/** @type {any} */ rules) => {
+    const gate = Toolgate.fromModule({ module, ...rules, ...extra });
+    seen.push(gate[kFastPath].active);
+    return gate;
+  };
+}
+
+test('the interface names are built from the one contract version', () => {
+  assert.equal(INTERFACE, `toolgate:policy/engine@${CONTRACT_VERSION}`);
+  assert.ok(EVALUATE.startsWith(`${INTERFACE}#`));
+  assert.equal(EVALUATE_POST, `cabi_post_${EVALUATE}`);
+  const gen = readFileSync(join(pkgDir, 'gen/toolgate_policy.js'), 'utf8');
+  assert.ok(gen.includes(INTERFACE), `gen/ was built from a component exporting ${INTERFACE}`);
+});
+
+test('the ABI checks pass on this build: the fast path is used', () => {
+  const gate = Toolgate.fromModule({ module, policy: plansPolicy, catalog: plansCatalog });
+  assert.deepEqual(gate[kFastPath], { active: true, problems: [] });
+  const off = Toolgate.fromModule({ module, policy: plansPolicy, catalog: plansCatalog, fastPath: false });
+  assert.equal(off[kFastPath].active, false);
+});
+
+/** Every vector file through the fast path, once: the reference the other paths must equal. */
+/** @type {boolean[]} */ const fastSeen = [];
+const reference = [];
+for (const file of files) reference.push(await runFile(loader({}, fastSeen), file));
+
+test(`every vector file (${files.length}): the fast path and jco's wrapper give identical bytes`, async (t) => {
+  for (const u of unreadable) t.diagnostic(`left out: ${u}`);
+  assert.ok(files.length > 0, 'vector files found');
+  /** @type {boolean[]} */ const wrapperSeen = [];
+  let cases = 0;
+  for (const [i, file] of files.entries()) {
+    const viaJco = await runFile(loader({ fastPath: false }, wrapperSeen), file);
+    assert.deepEqual(reference[i], viaJco, file.description);
+    cases += viaJco.cases?.length ?? 0;
+  }
+  assert.ok(cases > 0);
+  assert.ok(fastSeen.length > 0 && fastSeen.every(Boolean), 'the fast path was used');
+  assert.ok(wrapperSeen.every((x) => !x), 'the wrapper was used');
+});
+
+test('checkExports names each missing or changed export', () => {
+  const memory = new WebAssembly.Memory({ initial: 1 });
+  const exports = {
+    [MEMORY]: memory,
+    [REALLOC]: (/** @type {any} */ a, /** @type {any} */ b, /** @type {any} */ c, /** @type {any} */ d) => a + b + c + d,
+    [EVALUATE]: (/** @type {any} */ a, /** @type {any} */ b, /** @type {any} */ c, /** @type {any} */ d, /** @type {any} */ e) => a + b + c + d + e,
+    [EVALUATE_POST]: (/** @type {any} */ a) => a,
+  };
+  assert.deepEqual(checkExports(exports, new Set()).problems, []);
+  assert.ok(checkExports(exports, new Set()).abi);
+  assert.deepEqual(checkExports({ ...exports, [EVALUATE]: () => 0 }, new Set()).problems, [`core export ${EVALUATE} takes 0 parameters, not 5`]);
+  assert.deepEqual(checkExports({ ...exports, [MEMORY]: {} }, new Set()).problems, [`no core export ${MEMORY} (a WebAssembly.Memory)`]);
+  const r = checkExports(exports, new Set([EVALUATE_POST]));
+  assert.equal(r.abi, null);
+  assert.deepEqual(r.problems, [`no core export ${EVALUATE_POST}`]);
+});
+
+// Each thing the fast path relies on, taken away in turn (as a jco change
+// would): the gate falls back to jco's wrapper, says why, and answers every
+// vector exactly as the fast path does.
+// Each thing the fast path relies on, taken away in turn (as a jco change
+// would): the gate falls back to jco's wrapper, says why, and answers the
+// vectors exactly as the fast path does (all of them for the first, every
+// tenth file for the others: the wrapper path is the same code each time).
+for (const [n, name] of [EVALUATE_POST, EVALUATE, REALLOC, MEMORY, RESOURCE_NEW].entries()) {
+  test(`a failed ABI check falls back to jco's wrapper: no ${name.replace(INTERFACE, '<interface>')}`, async () => {
+    const gate = Toolgate.fromModule({ module, policy: plansPolicy, catalog: plansCatalog, [kHide]: [name] });
+    const state = gate[kFastPath];
+    assert.equal(state.active, false);
+    assert.ok(state.problems.some((/** @type {string} */ p) => p.includes(name)), state.problems.join('; '));
+    /** @type {boolean[]} */ const seen = [];
+    for (const [i, file] of files.entries()) {
+      if (n > 0 && i % 10 !== 0) continue;
+      assert.deepEqual(await runFile(loader({ [kHide]: [name] }, seen), file), reference[i], file.description);
+    }
+    assert.ok(seen.length > 0 && seen.every((x) => !x));
+  });
+}
+
+test('on the fallback path a trap still denies with ENGINE_TRAP, and the new instance falls back too', () => {
+  const gate = Toolgate.fromModule({ module, policy: plansPolicy, catalog: plansCatalog, [kHide]: [EVALUATE_POST] });
+  const call = { name: 'consultar_plano', arguments: { customer_id: '1' } };
+  const good = gate.evaluate(call).json;
+  gate[kInjectTrap]();
+  assert.equal(gate.evaluate(call).json, HOST_FAULTS.ENGINE_TRAP);
+  assert.equal(gate.recoveries, 1);
+  assert.equal(gate[kFastPath].active, false);
+  assert.equal(gate.evaluate(call).json, good);
+});
+
+test('TOOLGATE_JS_FASTPATH=0 (and the older TOOLGATE_JCO_EVALUATE=1) force the wrapper', () => {
+  const script = `
+    import { readFileSync } from 'node:fs';
+    import { Toolgate } from './src/index.js';
+    const gate = await Toolgate.load({ catalog: readFileSync(${JSON.stringify(join(fixtures, 'seed-catalog.json'))}, 'utf8') });
+    process.stdout.write(JSON.stringify({ state: gate[Symbol.for('toolgate.test.fastPath')], json: gate.evaluate({ name: 'get_capabilities', arguments: {} }).json }));`;
+  const run = (/** @type {Record<string, string>} */ env) => JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: pkgDir, encoding: 'utf8', env: { ...process.env, TOOLGATE_JS_FASTPATH: '', TOOLGATE_JCO_EVALUATE: '', ...env },
+  }));
+  const on = run({});
+  assert.equal(on.state.active, true);
+  for (const env of [{ TOOLGATE_JS_FASTPATH: '0' }, { TOOLGATE_JCO_EVALUATE: '1' }]) {
+    const off = run(env);
+    assert.equal(off.state.active, false, JSON.stringify(env));
+    assert.deepEqual(off.state.problems, ['fast path off']);
+    assert.equal(off.json, on.json);
+  }
+});
