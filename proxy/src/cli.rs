@@ -59,6 +59,13 @@ pub struct ProxyArgs {
     /// refused (-32601), and MCP's own methods can never be listed here.
     #[arg(long = "relay-method", value_name = "METHOD")]
     pub relay_methods: Vec<String>,
+    /// Count the model's own `confirmed: true` as the confirmation (the seed
+    /// runtime's argument path, for hosts that keep their own turn state).
+    /// Off by default: a write then runs only after a person accepted it
+    /// through the client (elicitation); the audit line says `argument`
+    /// whenever the model's word was taken.
+    #[arg(long)]
+    pub trust_model_confirmation: bool,
     /// The upstream server's command and arguments (after `--`).
     #[arg(last = true, value_name = "SERVER_CMD")]
     pub command: Vec<String>,
@@ -165,10 +172,18 @@ fn config(args: &ProxyArgs) -> Result<Config, ProxyError> {
         None => None,
     };
     let relay = RelayList::new(args.relay_methods.iter().cloned()).map_err(ProxyError::Usage)?;
+    let context = Context::from_flags(args.surface, args.scopes.as_deref(), args.allow.as_deref());
+    if args.trust_model_confirmation {
+        eprintln!(
+            "toolgate proxy: --trust-model-confirmation: a model-written `confirmed: true` counts as a person's confirmation where the client cannot be asked"
+        );
+    }
     Ok(Config {
         engine,
         policy,
-        context: Context::from_flags(args.surface, args.scopes.as_deref(), args.allow.as_deref()),
+        context_json: context.to_json(),
+        context,
+        trust_model_confirmation: args.trust_model_confirmation,
         upstream,
         timeout: Duration::from_secs(args.timeout.max(1)),
         audit,

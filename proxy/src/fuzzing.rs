@@ -246,7 +246,11 @@ impl Harness {
         let config = Arc::new(Config {
             engine,
             policy: Some(POLICY.to_owned()),
+            context_json: Context::from_flags(Surface::Confirming, Some("user"), None).to_json(),
             context: Context::from_flags(Surface::Confirming, Some("user"), None),
+            // The argument path, so confirmed writes reach the upstream and
+            // the invariant is checked on them too.
+            trust_model_confirmation: true,
             upstream: UpstreamSpec::InProcess(connector),
             timeout: Duration::from_secs(10),
             audit: Some(Audit::to_writer(Box::new(audit), false)),

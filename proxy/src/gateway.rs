@@ -22,7 +22,7 @@ use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
-use toolgate::{Context, Decision, Engine, RuleSet};
+use toolgate::{Confirmation, Context, Engine, Outcome, RuleSet};
 
 use crate::audit::{Audit, Record};
 use crate::gate::RelayList;
@@ -57,6 +57,10 @@ pub struct Config {
     pub engine: Engine,
     pub policy: Option<String>,
     pub context: Context,
+    /// `context` as the JSON the engine reads, written once.
+    pub context_json: String,
+    /// Count the model's own `confirmed: true` (`--trust-model-confirmation`).
+    pub trust_model_confirmation: bool,
     pub upstream: UpstreamSpec,
     /// How long a request to the upstream may go without an answer (reset by
     /// progress notifications).
@@ -150,8 +154,6 @@ impl std::fmt::Debug for Upstream {
 #[derive(Debug)]
 struct Rules {
     set: RuleSet,
-    /// Each catalog tool's `inputSchema`, by name.
-    schemas: HashMap<String, Value>,
     unknown: Arc<UnknownTool>,
 }
 
@@ -347,20 +349,8 @@ impl SessionState {
                 ));
             }
         };
+        let names: std::collections::HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
         let catalog = json!({ "tools": tools });
-        let schemas = catalog
-            .get("tools")
-            .and_then(Value::as_array)
-            .map(|tools| {
-                tools
-                    .iter()
-                    .filter_map(|t| {
-                        let name = t.get("name")?.as_str()?.to_owned();
-                        Some((name, t.get("inputSchema").cloned().unwrap_or(Value::Null)))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
         let engine = self.config.engine.clone();
         let policy = self.config.policy.clone();
         let text = catalog.to_string();
@@ -375,15 +365,15 @@ impl SessionState {
             })?;
         let unknown = match unknown {
             Some(u) => u,
-            None => Arc::new(self.probe_unknown(up, &schemas).await),
+            None => Arc::new(self.probe_unknown(up, &names).await),
         };
-        Ok(Rules { set, schemas, unknown })
+        Ok(Rules { set, unknown })
     }
 
     /// Learns how the upstream answers a call to a tool it does not have.
-    async fn probe_unknown(&self, up: &Upstream, schemas: &HashMap<String, Value>) -> UnknownTool {
+    async fn probe_unknown(&self, up: &Upstream, names: &std::collections::HashSet<String>) -> UnknownTool {
         let mut probe = probe_name();
-        while schemas.contains_key(&probe) {
+        while names.contains(&probe) {
             probe.push('x');
         }
         let request: Result<ClientRequest, _> = serde_json::from_value(json!({
@@ -583,23 +573,19 @@ impl SessionState {
     ) -> Result<ServerResult, ErrorData> {
         let rules = self.rules().await?;
         let name = params.name.to_string();
-        let can_elicit = ctx
-            .peer
-            .supported_elicitation_modes()
-            .contains(&rmcp::service::ElicitationMode::Form);
-        let mut arguments = params.arguments.take();
-        if can_elicit {
-            // The person is asked by the gateway itself: a model-written
-            // confirmation is not proof.
-            if let Some(args) = arguments.as_mut() {
-                args.remove("confirmed");
-                args.remove("confirmation");
-            }
-        }
-        let decision = evaluate(&rules.set, &name, arguments.as_ref(), &self.config.context);
+        let call = call_json(&name, params.arguments.as_ref());
+        let context = &self.config.context_json;
+        // The model's own `confirmed: true` counts only where the operator
+        // said so; the engine removes it otherwise (docs/spec.md §8).
+        let unasked = if self.config.trust_model_confirmation {
+            Confirmation::Argument
+        } else {
+            Confirmation::None
+        };
+        let outcome = rules.set.decide(call.as_bytes(), context, unasked);
         let revision = rules.set.revision().to_owned();
         let surface = self.config.surface();
-        let args_value = arguments.clone().map(Value::Object);
+        let args_value = params.arguments.clone().map(Value::Object);
         let record = |code: Option<&str>, confirmation: Option<&str>, outcome: &str| {
             self.audit(Record {
                 tool: &name,
@@ -611,85 +597,71 @@ impl SessionState {
                 arguments: args_value.as_ref(),
             });
         };
-
-        let mut confirmation = None;
-        if !decision.ok {
-            let code = decision.code.as_deref().unwrap_or("ENGINE_TRAP");
-            if code == NOT_FOUND {
-                record(Some(code), None, "blocked");
-                return rules.unknown.render(&name);
-            }
-            if code != CONFIRMATION_REQUIRED || !can_elicit {
-                record(Some(code), None, "blocked");
-                return blocked(&decision, None);
-            }
-            // Ask the person.
-            match self.elicit(&ctx, &name, arguments.as_ref()).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    record(Some(code), Some("declined"), "blocked");
-                    return blocked(
-                        &decision,
-                        Some(
-                            "toolgate asked the person to confirm this call and they declined or dismissed it; it was not run.",
-                        ),
-                    );
-                }
-                Err(why) => {
-                    record(Some(code), Some("unavailable"), "blocked");
-                    return blocked(
-                        &decision,
-                        Some(&format!(
-                            "toolgate could not ask the person to confirm this call ({why}); it was not run."
-                        )),
-                    );
-                }
-            }
-            // The person answered about the rules the call started with; if
-            // the catalog was reloaded meanwhile (a pin may no longer
-            // match), that answer is not about the current tool.
-            let current = self.rules().await?;
-            if !Arc::ptr_eq(&current, &rules) {
-                record(Some(code), Some("elicitation"), "blocked");
-                return blocked(
-                    &decision,
-                    Some(
-                        "the server's tool catalog changed while the person was being asked; the call was not run. Call again to be asked about the current tool.",
-                    ),
-                );
-            }
-            let field = confirmation_field(rules.schemas.get(&name));
-            arguments
-                .get_or_insert_with(Map::new)
-                .insert(field.into(), Value::Bool(true));
-            let confirmed = evaluate(&rules.set, &name, arguments.as_ref(), &self.config.context);
-            if !confirmed.ok {
-                let code = confirmed.code.as_deref().unwrap_or("ENGINE_TRAP");
-                record(Some(code), Some("elicitation"), "blocked");
-                return blocked(&confirmed, None);
-            }
-            confirmation = Some("elicitation");
-        } else if arguments.as_ref().is_some_and(|a| {
-            a.get("confirmed") == Some(&Value::Bool(true)) || a.get("confirmation") == Some(&Value::Bool(true))
-        }) {
-            confirmation = Some("argument");
+        let code = outcome.decision.code.as_deref();
+        if outcome.forward.is_some() {
+            let confirmed = outcome.decision.json.contains("\"confirmation_received\":true");
+            record(None, confirmed.then_some("argument"), "forwarded");
+            return self.forward_call(params, outcome, &ctx).await;
         }
+        if code == Some(NOT_FOUND) {
+            record(code, None, "blocked");
+            return rules.unknown.render(&name);
+        }
+        let can_elicit = ctx
+            .peer
+            .supported_elicitation_modes()
+            .contains(&rmcp::service::ElicitationMode::Form);
+        if code != Some(CONFIRMATION_REQUIRED) || !can_elicit {
+            record(code, None, "blocked");
+            return blocked(&outcome);
+        }
+        // Ask the person.
+        match self.elicit(&ctx, &name, params.arguments.as_ref()).await {
+            Ok(true) => {}
+            Ok(false) => {
+                record(code, Some("declined"), "blocked");
+                return blocked(&outcome);
+            }
+            Err(why) => {
+                tracing::warn!(tool = %name, %why, "could not ask the person to confirm");
+                record(code, Some("unavailable"), "blocked");
+                return blocked(&outcome);
+            }
+        }
+        // The person answered about the rules the call started with; if the
+        // catalog was reloaded meanwhile (a pin may no longer match), that
+        // answer is not about the current tool.
+        let current = self.rules().await?;
+        if !Arc::ptr_eq(&current, &rules) {
+            record(code, Some("stale"), "blocked");
+            return blocked(&outcome);
+        }
+        let confirmed = rules.set.decide(call.as_bytes(), context, Confirmation::Person);
+        if confirmed.forward.is_none() {
+            record(confirmed.decision.code.as_deref(), Some("elicitation"), "blocked");
+            return blocked(&confirmed);
+        }
+        record(None, Some("elicitation"), "forwarded");
+        params.arguments = None;
+        self.forward_call(params, confirmed, &ctx).await
+    }
 
-        // Allowed: remove the engine's fields the server does not declare.
-        let strip = rules.set.strip_fields(&name).map_err(|e| {
+    /// Forwards the call exactly as the engine returned it.
+    async fn forward_call(
+        &self,
+        mut params: CallToolRequestParams,
+        outcome: Outcome,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let forward = outcome.forward.as_deref().unwrap_or("{}");
+        let arguments: Map<String, Value> = serde_json::from_str(forward).map_err(|e| {
             internal(
-                format!("toolgate proxy: the policy engine failed: {e}; the call was not forwarded"),
+                format!("toolgate proxy: unreadable arguments from the engine: {e}; the call was not forwarded"),
                 "ENGINE_ERROR",
             )
         })?;
-        if let Some(args) = arguments.as_mut() {
-            for field in &strip {
-                args.remove(field);
-            }
-        }
-        record(None, confirmation, "forwarded");
-        params.arguments = arguments;
-        self.relay("tools/call", &params, &ctx).await
+        params.arguments = Some(arguments);
+        self.relay("tools/call", &params, ctx).await
     }
 
     /// Asks the person (form elicitation). `Ok(true)` only on accept.
@@ -727,50 +699,26 @@ impl SessionState {
     }
 }
 
-/// The confirmation field to forward: the one the tool's schema declares
-/// (`confirmed`, else `confirmation`), else `confirmed` (then stripped).
-fn confirmation_field(schema: Option<&Value>) -> &'static str {
-    let declares = |field: &str| {
-        schema
-            .and_then(|s| s.get("properties"))
-            .and_then(|p| p.get(field))
-            .is_some()
-    };
-    if !declares("confirmed") && declares("confirmation") {
-        "confirmation"
-    } else {
-        "confirmed"
-    }
-}
-
-fn evaluate(set: &RuleSet, name: &str, arguments: Option<&Map<String, Value>>, ctx: &Context) -> Decision {
+/// The call as the engine reads it: `{"name", "arguments"}`.
+fn call_json(name: &str, arguments: Option<&Map<String, Value>>) -> String {
     let mut call = Map::new();
     call.insert("name".into(), Value::String(name.to_owned()));
     if let Some(args) = arguments {
         call.insert("arguments".into(), Value::Object(args.clone()));
     }
-    set.evaluate(Value::Object(call).to_string().as_bytes(), ctx)
+    Value::Object(call).to_string()
 }
 
-/// A blocked call's answer: a tool error result whose text says what to do
-/// and whose `structuredContent` is the decision.
-fn blocked(decision: &Decision, text: Option<&str>) -> Result<ServerResult, ErrorData> {
-    let value: Value = serde_json::from_str(&decision.json).unwrap_or(Value::Null);
-    let code = decision.code.as_deref().unwrap_or("ENGINE_TRAP");
-    let message = value
-        .get("error")
-        .and_then(|e| e.get("message"))
-        .and_then(Value::as_str)
-        .unwrap_or("The call was not allowed.");
-    let text = match text {
-        Some(t) => format!("Blocked by toolgate ({code}): {t}"),
-        None => format!("Blocked by toolgate ({code}): {message}"),
-    };
-    let result: CallToolResult = from_json(json!({
-        "content": [{ "type": "text", "text": text }],
-        "structuredContent": value,
-        "isError": true
-    }))?;
+/// A blocked call's answer: the engine's blocked result, the same bytes the
+/// Node and Python middleware answer with.
+fn blocked(outcome: &Outcome) -> Result<ServerResult, ErrorData> {
+    let text = outcome.blocked_result.as_deref().unwrap_or_default();
+    let result: CallToolResult = serde_json::from_str(text).map_err(|e| {
+        internal(
+            format!("toolgate proxy: unreadable blocked result from the engine: {e}; the call was not forwarded"),
+            "ENGINE_ERROR",
+        )
+    })?;
     Ok(ServerResult::CallToolResult(result))
 }
 

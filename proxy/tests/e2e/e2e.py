@@ -23,6 +23,18 @@ PROXY, NODE, SERVER = sys.argv[1], sys.argv[2], sys.argv[3]
 RESULTS = []
 
 
+def blocked_code(result):
+    """The decision code of a blocked result: its text is the decision's JSON
+    (and, for tools without an outputSchema, so is structuredContent)."""
+    try:
+        decision = json.loads(result.content[0].text)
+    except (IndexError, AttributeError, ValueError):
+        return None
+    if result.structuredContent is not None and result.structuredContent != decision:
+        return "structuredContent differs from the text"
+    return decision.get("error", {}).get("code")
+
+
 def check(name, ok, detail=""):
     RESULTS.append(ok)
     print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
@@ -105,19 +117,30 @@ async def main():
         return await s.call_tool("write_file", {"path": str(target), "content": "one\n"})
 
     r = await with_session(proxy_params(root, "--audit", str(audit)), write_unconfirmed)
-    code = (r.structuredContent or {}).get("error", {}).get("code")
+    code = blocked_code(r)
     check("write_file without confirmation is a blocked tool result", r.isError and code == "CONFIRMATION_REQUIRED", r)
     text = r.content[0].text if r.content else ""
     check("blocked text says what to do", "confirmed: true" in text and "CONFIRMATION_REQUIRED" in text, text)
     check("blocked write left no file", not target.exists())
 
-    # 3. Confirmation by argument (a client that cannot elicit).
+    # 3. The model's own confirmed: true (a client that cannot elicit): not
+    # a confirmation unless the operator opted in.
     async def write_confirmed(s):
         return await s.call_tool("write_file", {"path": str(target), "content": "two\n", "confirmed": True})
 
     r = await with_session(proxy_params(root, "--audit", str(audit)), write_confirmed)
-    check("confirmed write_file runs", not r.isError, r)
+    code = blocked_code(r)
+    check("the model's confirmed: true alone does not run a write", r.isError and code == "CONFIRMATION_REQUIRED", r)
+    check("...and left no file", not target.exists())
+    r = await with_session(proxy_params(root, "--audit", str(audit), "--trust-model-confirmation"), write_confirmed)
+    check("with --trust-model-confirmation the model's confirmed write_file runs", not r.isError, r)
     check("confirmed write_file wrote the content", target.exists() and target.read_text() == "two\n")
+    lines = [json.loads(x) for x in audit.read_text().splitlines()]
+    check(
+        "the audit line says the model's word was taken",
+        any(x.get("tool") == "write_file" and x.get("outcome") == "forwarded" and x.get("confirmation") == "argument" for x in lines),
+        lines[-3:],
+    )
 
     # 4. Confirmation by elicitation: accept, then decline.
     asked = []
@@ -169,7 +192,7 @@ async def main():
 
     asked.clear()
     r = await with_session(proxy_params(root, "--audit", str(audit)), write_declined, elicit=decline)
-    code = (r.structuredContent or {}).get("error", {}).get("code")
+    code = blocked_code(r)
     check("elicitation declined: blocked CONFIRMATION_REQUIRED", r.isError and code == "CONFIRMATION_REQUIRED", r)
     check("elicitation declined: the person was asked despite confirmed: true", len(asked) == 1)
     check("elicitation declined: no file", not declined.exists())

@@ -180,7 +180,8 @@ async def stdio_checks(root, audit):
     # Two requests with one id: the second is refused while the first runs.
     fifo = root / "wait.fifo"
     os.mkfifo(fifo)
-    s = await Stdio.start(root)
+    # (The model's word trusted, so the duplicate would run if admitted.)
+    s = await Stdio.start(root, "--trust-model-confirmation")
     try:
         await s.send_json(call(500, "read_text_file", {"path": str(fifo)}))
         await asyncio.sleep(0.5)
