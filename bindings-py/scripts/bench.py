@@ -30,7 +30,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TOOLGATE_CACHE_DIR"] = cache
-        from toolgate import Context, RuleSet, _runtime
+        from toolgate import Context, RuleSet, _fastpath, _runtime
 
         wasm = _runtime.component_path().read_bytes()
         t = time.perf_counter()
@@ -57,6 +57,8 @@ def main() -> None:
         "unknown tool": {"name": "does_not_exist", "arguments": {}},
     }
     print(f"python {sys.version.split()[0]}, seed catalog: {len(tools)} tools ({CATALOG.name})")
+    path, why = _runtime.call_path()
+    print(f"wasmtime {_fastpath.wasmtime_version()}, the {path} path" + (f" ({why})" if why else ""))
     print(f"component compile (cold): {cold * 1000:.0f} ms; from the native-code cache: {cached * 1000:.0f} ms")
     t = time.perf_counter()
     RuleSet.load(catalog=catalog)

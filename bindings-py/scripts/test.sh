@@ -4,6 +4,8 @@
 #   a wheel built from this folder (the build hook ships ../dist/toolgate_policy.wasm,
 #   building it with `cargo run -q -p component-build` when missing), installed,
 #   then ruff (lint + format check) and pytest on the installed package.
+# TOOLGATE_PY_FASTPATH=0 runs the component through wasmtime-py's public API only
+# (=unverified: the fast path on a wasmtime major not yet verified; README, wasmtime versions).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,26 +1,28 @@
 """The policy component on wasmtime-py: compile once, instantiate per rule set.
 
 Everything here moves bytes in and out of the component; no rule lives in
-Python. Calls go through a small fast path over wasmtime's C API (the generic
-``Func.__call__`` re-reads the function type on every call and lowers a
-``list<u8>`` one Python object per byte).
+Python. Calls go through `_fastpath` (wasmtime's C API, for the wasmtime-py
+versions it was verified against) or else through wasmtime-py's public
+component API (``Func.__call__``), with the same results. This module uses
+only wasmtime-py's public API.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
+import re
 import tempfile
 import threading
-from importlib import metadata, resources
+from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import wasmtime
-from wasmtime import _ffi as ffi
 from wasmtime import component as wc
 
+from . import _fastpath
 from ._faults import CALL_BUDGET, FUEL_BACKSTOP_FACTOR, LOAD_BUDGET, LOAD_BUDGET_PER_INPUT_BYTE, MAX_MEMORY_BYTES
 
 CONTRACT_VERSION = "0.1.0"
@@ -48,21 +50,6 @@ DEFAULT_MEMORY_LIMIT = MAX_MEMORY_BYTES
 #: How wasmtime words the guest meter's trap (``i32.div_u`` by zero; Rust code
 #: never divides by zero: it checks and panics, an ``unreachable``).
 _METER_TRAP = "integer divide by zero"
-
-_VAL = ffi.wasmtime_component_val_t
-_VAL_SIZE = ctypes.sizeof(_VAL)
-_VAL_OF = _VAL.of.offset
-_KIND_U8 = ffi.WASMTIME_COMPONENT_U8.value
-_KIND_LIST = ffi.WASMTIME_COMPONENT_LIST
-_KIND_STRING = ffi.WASMTIME_COMPONENT_STRING
-_KIND_RESOURCE = ffi.WASMTIME_COMPONENT_RESOURCE
-_VAL_PTR = ctypes.POINTER(_VAL)
-_BYTE_PTR = ctypes.POINTER(ctypes.c_ubyte)
-#: `evaluate` keeps its argument buffers for calls and contexts up to this many
-#: bytes (a call byte takes a 32-byte `list<u8>` value: 2 MiB); larger ones get
-#: buffers for that call only. They start with room for this many:
-_KEPT_ARGUMENT_BYTES = 64 * 1024
-_FIRST_ARGUMENT_BYTES = 256
 
 
 class Trap(Exception):
@@ -92,13 +79,6 @@ def _cache_dir() -> Path | None:
     return Path(base) / "toolgate"
 
 
-def _wasmtime_version() -> str:
-    try:
-        return metadata.version("wasmtime")
-    except metadata.PackageNotFoundError:  # pragma: no cover
-        return "unknown"
-
-
 class Runtime:
     """One wasmtime engine and the compiled component, shared by rule sets."""
 
@@ -109,11 +89,11 @@ class Runtime:
         self.wasm_sha256 = hashlib.sha256(wasm).hexdigest()
         self.component = self._compile(wasm)
         self.linker = wc.Linker(self.engine)
-        self._oom_sites: frozenset[tuple[int, int]] | None = None
+        self._oom_sites: dict[str, frozenset[tuple[int, int]]] = {}
         self._oom_lock = threading.Lock()
         self._calibrating = 0  # the thread measuring the signatures
 
-    def out_of_memory(self, frames: tuple[int, ...]) -> bool:
+    def out_of_memory(self, frames: tuple[int, ...], path: str) -> bool:
         """Whether a trap is the guest's allocator giving up: a ``memory.grow``
         refused by the store's memory limit (or past wasm32's 4 GiB).
 
@@ -123,23 +103,25 @@ class Runtime:
         (the abort and the out-of-memory handler that calls it), one pair for
         the canonical ABI's ``cabi_realloc`` and one for Rust's
         ``handle_alloc_error``. They are measured once, on throwaway
-        instances, the first time a trap needs telling apart. A panic aborts
-        from elsewhere and stays ``ENGINE_TRAP``."""
+        instances, the first time a trap needs telling apart (per call path:
+        the public one reads the frames from the trap's message). A panic
+        aborts from elsewhere and stays ``ENGINE_TRAP``."""
         if len(frames) < 2 or self._calibrating == threading.get_ident():
             return False
-        return (frames[0], frames[1]) in self._oom_signatures()
+        return (frames[0], frames[1]) in self._oom_signatures(path)
 
-    def _oom_signatures(self) -> frozenset[tuple[int, int]]:
+    def _oom_signatures(self, path: str) -> frozenset[tuple[int, int]]:
         with self._oom_lock:
-            if self._oom_sites is None:
+            sites = self._oom_sites.get(path)
+            if sites is None:
                 self._calibrating = threading.get_ident()
                 try:
-                    self._oom_sites = self._measure_oom_sites()
+                    sites = self._oom_sites[path] = self._measure_oom_sites(path == "fast")
                 finally:
                     self._calibrating = 0
-            return self._oom_sites
+            return sites
 
-    def _measure_oom_sites(self) -> frozenset[tuple[int, int]]:
+    def _measure_oom_sites(self, fast: bool) -> frozenset[tuple[int, int]]:
         sites: set[tuple[int, int]] = set()
 
         def record(inst: Instance, name: str, *args: Any) -> Any:
@@ -151,11 +133,11 @@ class Runtime:
                 return None
 
         # No room for an argument: the guest's `cabi_realloc` fails.
-        inst = Instance(self)
+        inst = Instance(self, fast=fast)
         inst.store.set_limits(memory_size=0)
         record(inst, "[static]rule-set.load", None, "x" * (1 << 20))
         # Room for the call but not for parsing it: Rust's allocator fails.
-        inst = Instance(self)
+        inst = Instance(self, fast=fast)
         handle = record(inst, "[static]rule-set.load", None, '{"tools":[{"name":"a"}]}')
         if isinstance(handle, wc.ResourceAny):
             inst.store.set_limits(memory_size=16 << 20)
@@ -168,7 +150,7 @@ class Runtime:
         # hash and wasmtime version (wasmtime checks the engine config and
         # CPU features when it deserializes, and we recompile if it refuses).
         cache = _cache_dir()
-        name = f"toolgate-{self.wasm_sha256[:24]}-wasmtime{_wasmtime_version()}-fuel.cwasm"
+        name = f"toolgate-{self.wasm_sha256[:24]}-wasmtime{_fastpath.wasmtime_version()}-fuel.cwasm"
         if cache is not None:
             path = cache / name
             try:
@@ -201,30 +183,32 @@ def runtime() -> Runtime:
         return _RUNTIME
 
 
-def _lower_bytes(data: bytes, out: Any) -> None:
-    """Fills `out` (a val_t) with a `list<u8>` in one copy, not one per byte."""
-    n = len(data)
-    raw = ffi.wasmtime_component_vallist_t()
-    if n == 0:
-        ffi.wasmtime_component_vallist_new_empty(ctypes.byref(raw))
-    else:
-        buf = bytearray(n * _VAL_SIZE)
-        buf[0::_VAL_SIZE] = bytes((_KIND_U8,)) * n
-        buf[_VAL_OF::_VAL_SIZE] = data
-        array = (_VAL * n).from_buffer(buf)
-        ffi.wasmtime_component_vallist_new(ctypes.byref(raw), n, array)
-    out.kind = _KIND_LIST
-    out.of.list = raw
+#: A frame line of wasmtime's wasm backtrace (``    3: 0x32517b - <unknown>!<wasm function 7853>``).
+_FRAME_LINE = re.compile(r"\s*\d+: 0x[0-9a-fA-F]+ - (.*)")
+_FUNCTION_INDEX = re.compile(r"<wasm function (\d+)>$")
 
 
-def _frames(error: wasmtime.WasmtimeError) -> tuple[int, ...]:
-    """The wasm function index of each frame of a trap, innermost first."""
-    vec = ffi.wasm_frame_vec_t()
-    ffi.wasmtime_error_wasm_trace(error.ptr(), ctypes.byref(vec))
-    try:
-        return tuple(ffi.wasm_frame_func_index(vec.data[i]) for i in range(vec.size))
-    finally:
-        ffi.wasm_frame_vec_delete(ctypes.byref(vec))
+def _frames_from_text(text: str) -> tuple[int, ...]:
+    """The wasm function index of each frame of a trap, innermost first, read
+    from the backtrace in wasmtime's message (the public API has no other way
+    to them). Empty when a frame has no index in the text (a component with a
+    name section): then no trap is told apart as out-of-memory."""
+    lines = text.splitlines()
+    start = next((i + 1 for i, line in enumerate(lines) if line.rstrip().endswith("wasm backtrace:")), None)
+    if start is None:
+        return ()
+    found: list[int] = []
+    for line in lines[start:]:
+        frame = _FRAME_LINE.fullmatch(line)
+        if frame is None:
+            if not line.strip():
+                break
+            continue  # a source location line (WASMTIME_BACKTRACE_DETAILS=1)
+        index = _FUNCTION_INDEX.search(frame.group(1).rstrip())
+        if index is None:
+            return ()
+        found.append(int(index.group(1)))
+    return tuple(found)
 
 
 def _trap_reason(text: str) -> str:
@@ -239,28 +223,65 @@ def _trap_reason(text: str) -> str:
 class _Fn:
     """A component function with its type read once."""
 
-    __slots__ = ("func", "lowerers", "params", "result")
+    __slots__ = ("func", "params", "result")
 
     def __init__(self, func: wc.Func, store: wasmtime.Store) -> None:
         self.func = func
         fty = func.type(store)
         self.params = [ty for _, ty in fty.params]
         self.result = fty.result
-        lowerers = []
-        for ty in self.params:
-            if isinstance(ty, wc.ListType) and isinstance(ty.element, wc.U8):
-                lowerers.append("bytes")
-            elif isinstance(ty, wc.String):
-                lowerers.append("str")
-            else:
-                lowerers.append("generic")
-        self.lowerers = lowerers
+
+
+_EVALUATE = "[method]rule-set.evaluate"
+_FUNCTIONS = (
+    "contract-version",
+    "[static]rule-set.load",
+    _EVALUATE,
+    "[method]rule-set.list-exposable",
+    "[method]rule-set.turn",
+    "[method]rule-set.revision",
+    "[method]rule-set.findings",
+    "[method]rule-set.strip-fields",
+)
+
+
+class _PublicCalls:
+    """Calls through wasmtime-py's public component API only (``Func.__call__``):
+    what runs when `_fastpath` may not. The same interface as `_fastpath.Calls`."""
+
+    path = "public"
+
+    def __init__(self, store: wasmtime.Store, fns: Mapping[str, _Fn]) -> None:
+        self.store = store
+        self.fns = fns
+        self._evaluate = fns[_EVALUATE].func
+
+    def call(self, name: str, args: Sequence[Any]) -> Any:
+        return self.fns[name].func(self.store, *args)
+
+    def evaluate(self, handle: wc.ResourceAny, call: bytes, context: bytes) -> str:
+        # `context` is UTF-8 (the caller encoded it); `list<u8>` takes bytes only.
+        return self._evaluate(self.store, handle, bytes(call), context.decode("utf-8"))  # type: ignore[no-any-return]
+
+    @staticmethod
+    def frames(error: wasmtime.WasmtimeError) -> tuple[int, ...]:
+        return _frames_from_text(str(error))
+
+
+def call_path() -> tuple[str, str | None]:
+    """Which path a new instance calls the component through, ``("fast", None)``
+    or ``("public", why)``."""
+    why = _fastpath.disabled()
+    return ("public", why) if why is not None else ("fast", None)
 
 
 class Instance:
     """One store and instance of the component. Not thread-safe: callers lock."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, *, fast: bool | None = None) -> None:
+        """`fast`: None takes the path `call_path` says; True or False chooses
+        (tests; True skips the version gate but raises `_fastpath.Unusable`
+        unless the fast path's structural checks passed)."""
         self.rt = rt
         self.store = wasmtime.Store(rt.engine)
         self.store.set_fuel(DEFAULT_CALL_FUEL)
@@ -269,187 +290,68 @@ class Instance:
         if iface is None:
             raise RuntimeError(f"the component does not export {INTERFACE}")
         self.fns: dict[str, _Fn] = {}
-        for name in (
-            "contract-version",
-            "[static]rule-set.load",
-            "[method]rule-set.evaluate",
-            "[method]rule-set.list-exposable",
-            "[method]rule-set.turn",
-            "[method]rule-set.revision",
-            "[method]rule-set.findings",
-            "[method]rule-set.strip-fields",
-        ):
+        for name in _FUNCTIONS:
             index = self.instance.get_export_index(self.store, name, iface)
             func = self.instance.get_func(self.store, index) if index is not None else None
             if func is None:
                 raise RuntimeError(f"the component does not export {INTERFACE}#{name}")
             self.fns[name] = _Fn(func, self.store)
         self.poisoned = False
-        self._evaluate_args: _EvaluateArgs | None = None
+        self.calls: _fastpath.Calls | _PublicCalls
+        #: Why this instance calls through the public API (None: the fast path).
+        self.public_because: str | None = None
+        if fast is None:
+            self.public_because = _fastpath.disabled()
+        elif not fast:
+            self.public_because = "asked for the public path"
+        if self.public_because is None:
+            try:
+                self.calls = _fastpath.Calls(self.store, self.fns, _EVALUATE)
+            except _fastpath.Unusable as exc:
+                if fast:
+                    raise
+                self.public_because = str(exc)
+        if self.public_because is not None:
+            self.calls = _PublicCalls(self.store, self.fns)
+
+    @property
+    def path(self) -> str:
+        """``"fast"`` or ``"public"``."""
+        return self.calls.path
 
     def call(self, name: str, *args: Any, fuel: int = DEFAULT_CALL_FUEL) -> Any:
         if self.poisoned:
             raise Trap("ENGINE_TRAP", "the instance trapped earlier and cannot be re-entered")
-        fn = self.fns[name]
-        store = self.store
-        n = len(args)
-        params = (_VAL * n)()
-        lowered = 0
+        self.store.set_fuel(fuel)
         try:
-            for i, (kind, ty, value) in enumerate(zip(fn.lowerers, fn.params, args, strict=True)):
-                slot = params[i]
-                if kind == "bytes":
-                    _lower_bytes(value, slot)
-                elif kind == "str":
-                    slot.kind = ffi.WASMTIME_COMPONENT_STRING
-                    slot.of.string = ffi.str_to_capi(value)
-                else:
-                    ty.convert_to_c(store, value, ctypes.pointer(slot))
-                lowered += 1
-            result = _VAL()
-            store.set_fuel(fuel)
-            err = ffi.wasmtime_component_func_call(
-                ctypes.byref(fn.func._func),
-                store._context(),
-                params,
-                n,
-                ctypes.byref(result),
-                1 if fn.result is not None else 0,
-            )
-            if err:
-                raise self._trap(err)
-            if fn.result is None:
-                return None
-            return fn.result.convert_from_c(result)
-        finally:
-            for i in range(lowered):
-                ffi.wasmtime_component_val_delete(ctypes.byref(params[i]))
+            return self.calls.call(name, args)
+        except wasmtime.WasmtimeError as error:
+            raise self._trap(error) from None
 
     def evaluate(self, handle: wc.ResourceAny, call: bytes, context: bytes, fuel: int = DEFAULT_CALL_FUEL) -> str:
         """``[method]rule-set.evaluate``, the hot path: `call`'s result for
-        ``(handle, call, context)`` with `context` already UTF-8, without its
-        per-call copies (see `_EvaluateArgs`)."""
+        ``(handle, call, context)`` with `context` already UTF-8."""
         if self.poisoned:
             raise Trap("ENGINE_TRAP", "the instance trapped earlier and cannot be re-entered")
-        args = self._evaluate_args
-        if args is None:
-            args = self._evaluate_args = _EvaluateArgs(self.fns["[method]rule-set.evaluate"])
-        store = self.store
+        self.store.set_fuel(fuel)
         try:
-            args.lend(handle, call, context)
-            store.set_fuel(fuel)
-            err = ffi.wasmtime_component_func_call(
-                args.func, store._context(), args.array, 3, ctypes.byref(args.result), 1
-            )
-        finally:
-            args.settle()
-        if err:
-            raise self._trap(err)
-        return args.lift()  # type: ignore[no-any-return]
+            return self.calls.evaluate(handle, call, context)
+        except wasmtime.WasmtimeError as error:
+            raise self._trap(error) from None
 
-    def _trap(self, err: Any) -> Trap:
+    def _trap(self, error: wasmtime.WasmtimeError) -> Trap:
         """Poisons the instance and says why the call failed."""
-        error = wasmtime.WasmtimeError._from_ptr(err)
         self.poisoned = True
         try:
             exhausted = self.store.get_fuel() == 0
         except wasmtime.WasmtimeError:
             exhausted = False
-        frames = _frames(error)
+        frames = self.calls.frames(error)
         text = str(error)
         if exhausted or _METER_TRAP in text:
             code = "ENGINE_LIMIT"
-        elif self.rt.out_of_memory(frames):
+        elif self.rt.out_of_memory(frames, self.calls.path):
             code = "ENGINE_OUT_OF_MEMORY"
         else:
             code = "ENGINE_TRAP"
         return Trap(code, _trap_reason(text), frames)
-
-
-class _EvaluateArgs:
-    """The three arguments of ``evaluate``, lent to wasmtime where they lie.
-
-    ``wasmtime_component_func_call`` only reads its arguments (it converts them
-    by reference; the caller frees them, as `Instance.call` and wasmtime-py's
-    ``Func.__call__`` do). So instead of copying each argument into memory
-    wasmtime allocates and freeing it after the call, the handle slot points
-    at the rule set's own resource handle (no clone), the ``list<u8>`` slot at
-    a buffer of ``u8`` values whose payload bytes are overwritten with the
-    call's, and the string slot at a buffer holding the context's UTF-8 bytes.
-    Nothing is freed after the call: these slots are never passed to
-    ``wasmtime_component_val_delete``. The buffers belong to the instance (not
-    thread-safe, like it: callers lock) and are replaced, never resized.
-    """
-
-    __slots__ = ("array", "func", "lift_result", "list", "resource", "result", "string", "text", "values")
-
-    def __init__(self, fn: _Fn) -> None:
-        self.func = ctypes.byref(fn.func._func)
-        assert fn.result is not None
-        self.lift_result = fn.result.convert_from_c
-        self.result = _VAL()
-        self.array = (_VAL * 3)()
-        self.array[0].kind = _KIND_RESOURCE
-        self.array[1].kind = _KIND_LIST
-        self.array[2].kind = _KIND_STRING
-        self.resource = self.array[0].of
-        self.list = self.array[1].of.list
-        self.string = self.array[2].of.string
-        self.values = _Buffer(self.list, _FIRST_ARGUMENT_BYTES, u8_values=True)
-        self.text = _Buffer(self.string, _FIRST_ARGUMENT_BYTES, u8_values=False)
-
-    def lend(self, handle: wc.ResourceAny, call: bytes, context: bytes) -> None:
-        self.resource.resource = handle.ptr()
-        n = len(call)
-        values = self.values if n <= self.values.cap else self._grow_values(n)
-        if n:
-            values.view[_VAL_OF : _VAL_OF + n * _VAL_SIZE : _VAL_SIZE] = call
-        self.list.size = n
-        m = len(context)
-        text = self.text if m <= self.text.cap else self._grow_text(m)
-        if m:
-            text.view[:m] = context
-        self.string.size = m
-
-    def _grow_values(self, n: int) -> _Buffer:
-        self.values = _Buffer(self.list, _grown(self.values.cap, n), u8_values=True)
-        return self.values
-
-    def _grow_text(self, n: int) -> _Buffer:
-        self.text = _Buffer(self.string, _grown(self.text.cap, n), u8_values=False)
-        return self.text
-
-    def settle(self) -> None:
-        """After a call: lets go of a buffer made for that call only."""
-        if self.values.cap > _KEPT_ARGUMENT_BYTES:
-            self.values = _Buffer(self.list, _FIRST_ARGUMENT_BYTES, u8_values=True)
-        if self.text.cap > _KEPT_ARGUMENT_BYTES:
-            self.text = _Buffer(self.string, _FIRST_ARGUMENT_BYTES, u8_values=False)
-
-    def lift(self) -> Any:
-        return self.lift_result(self.result)
-
-
-def _grown(cap: int, n: int) -> int:
-    """A kept buffer doubles up to the kept size; past it, exactly `n`."""
-    return n if n > _KEPT_ARGUMENT_BYTES else min(max(n, 2 * cap), _KEPT_ARGUMENT_BYTES)
-
-
-class _Buffer:
-    """Room for `cap` items that a `list` or `string` slot points at: `list<u8>`
-    values (kinds set, payload bytes written per call) or UTF-8 bytes. `view`
-    is its bytes, to write in place."""
-
-    __slots__ = ("cap", "items", "view")
-
-    def __init__(self, slot: Any, cap: int, *, u8_values: bool) -> None:
-        self.cap = cap  # > 0: never a null pointer, even for empty arguments
-        if u8_values:
-            self.items: Any = (_VAL * cap)()
-            self.view = memoryview(self.items).cast("B")
-            self.view[0::_VAL_SIZE] = bytes((_KIND_U8,)) * cap
-            slot.data = ctypes.cast(self.items, _VAL_PTR)
-        else:
-            self.items = (ctypes.c_ubyte * cap)()
-            self.view = memoryview(self.items).cast("B")
-            slot.data = ctypes.cast(self.items, _BYTE_PTR)
