@@ -1,4 +1,4 @@
-// The small caches of the hot path, each bounded.
+// The hot path's one cache, bounded.
 
 /**
  * The UTF-8 of the last context, kept while the text is the same. A host
@@ -28,30 +28,4 @@ export class ContextBytesCache {
     }
     return bytes;
   }
-}
-
-/**
- * A map that stops taking new keys at `max` entries (the answers it keeps
- * never change for an instance; `clear` when the instance is replaced).
- * @template K, V
- */
-export class BoundedCache {
-  /** @type {Map<K, V>} */
-  #map = new Map();
-  #max;
-
-  /** @param {number} max */
-  constructor(max) { this.#max = max; }
-
-  /** @param {K} key @returns {V | undefined} */
-  get(key) { return this.#map.get(key); }
-
-  /** @param {K} key @param {V} value */
-  set(key, value) {
-    if (this.#map.size < this.#max) this.#map.set(key, value);
-  }
-
-  clear() { this.#map.clear(); }
-
-  get size() { return this.#map.size; }
 }

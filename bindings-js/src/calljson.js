@@ -44,7 +44,18 @@ const MAX_EXACT = 2n ** 53n;
  * @returns {string}
  */
 export function engineJson(value) {
-  return write(value, 0);
+  return write(value, 0, false);
+}
+
+/**
+ * `engineJson` with every object's keys sorted: two values that say the same
+ * thing in another key order give the same text (used to compare what a
+ * handler gets with what the engine forwarded, whose keys it sorts).
+ * @param {unknown} value
+ * @returns {string}
+ */
+export function sortedJson(value) {
+  return write(value, 0, true);
 }
 
 /**
@@ -55,15 +66,16 @@ export function engineJson(value) {
  */
 export function callJson(name, args) {
   if (args === undefined) return `{"name":${JSON.stringify(name)}}`;
-  return `{"name":${JSON.stringify(name)},"arguments":${write(args, 1)}}`;
+  return `{"name":${JSON.stringify(name)},"arguments":${write(args, 1, false)}}`;
 }
 
 /**
  * @param {unknown} v
  * @param {number} depth
+ * @param {boolean} sorted
  * @returns {string}
  */
-function write(v, depth) {
+function write(v, depth, sorted) {
   switch (typeof v) {
     case 'string':
       return JSON.stringify(v);
@@ -80,21 +92,21 @@ function write(v, depth) {
       if (Array.isArray(v)) {
         const n = v.length;
         if (n === 0) return '[]';
-        let s = `[${write(v[0], depth + 1)}`;
-        for (let i = 1; i < n; i++) s += `,${write(v[i], depth + 1)}`;
+        let s = `[${write(v[0], depth + 1, sorted)}`;
+        for (let i = 1; i < n; i++) s += `,${write(v[i], depth + 1, sorted)}`;
         return `${s}]`;
       }
       const proto = Object.getPrototypeOf(v);
       if (proto !== Object.prototype && proto !== null) return REFUSED;
       const o = /** @type {Record<string, unknown>} */ (v);
-      const keys = Object.keys(o);
+      const keys = sorted ? Object.keys(o).sort() : Object.keys(o);
       const n = keys.length;
       if (n === 0) return '{}';
       let s = '{';
       for (let i = 0; i < n; i++) {
         const k = keys[i];
         if (k === '__proto__') return REFUSED;
-        s += `${i === 0 ? '' : ','}${JSON.stringify(k)}:${write(o[k], depth + 1)}`;
+        s += `${i === 0 ? '' : ','}${JSON.stringify(k)}:${write(o[k], depth + 1, sorted)}`;
       }
       return `${s}}`;
     }

@@ -2,4 +2,4 @@
 // interface (src/abi.js) is built from this one constant.
 
 /** The WIT contract version this package speaks; checked on every load. */
-export const CONTRACT_VERSION = '0.1.0';
+export const CONTRACT_VERSION = '0.2.0';

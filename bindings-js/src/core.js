@@ -7,16 +7,16 @@
 //                is used instead when a check fails);
 //   runtime.js   the default core module, instantiating and loading rules,
 //                telling failures apart;
-//   cache.js     the hot path's bounded caches;
+//   cache.js     the hot path's context-bytes cache;
 //   inputs.js    call bytes, context text, options, size checks;
-//   results.js   Decision, ToolList, TurnState, the host's fault answers.
+//   results.js   Decision, CallOutcome, ToolList, TurnState, the host's
+//                fault answers.
 import { HOST_FAULTS, MAX_INPUT_BYTES } from './faults.js';
 import { CONTRACT_VERSION } from './contract.js';
 import { FASTPATH_BY_ENV, injectTrap, kHideFromAbi } from './abi.js';
-import { getDefaultModule, isMeterTrap, loadEngine, now, problemOf, setDefaultModule } from './runtime.js';
-import { BoundedCache } from './cache.js';
-import { callBytes, contextJson, limitOption, utf8Length } from './inputs.js';
-import { Decision, FAULT_DECISIONS, ToolList, TurnState, engineFault, faultDecision } from './results.js';
+import { findingFromWit, getDefaultModule, isMeterTrap, loadEngine, now, problemOf, setDefaultModule } from './runtime.js';
+import { callBytes, contextJson, limitOption, u64, utf8Length, witConfirmation } from './inputs.js';
+import { CallOutcome, Decision, FAULT_DECISIONS, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
 import { EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
 
 // BEGIN limits: generated from component-build/src/limits.rs by
@@ -59,6 +59,8 @@ const kFastPath = Symbol.for('toolgate.test.fastPath');
 /** @typedef {import('./inputs.js').Context} Context */
 /** @typedef {import('./inputs.js').CallInput} CallInput */
 /** @typedef {import('./inputs.js').ContextInput} ContextInput */
+/** @typedef {import('./inputs.js').Confirmation} Confirmation */
+/** @typedef {import('./inputs.js').OpenedSeal} OpenedSeal */
 /** @typedef {import('./faults.js').HostFaultCode} HostFaultCode */
 /** @typedef {import('./errors.js').Problem} Problem */
 /**
@@ -90,8 +92,6 @@ export class Toolgate {
   #catalog;
   /** @type {import('./runtime.js').Engine | null} */
   #engine = null;
-  /** @type {BoundedCache<string, readonly string[]>} */
-  #strip = new BoundedCache(4096);
   #injectTrap = false;
   #closed = false;
   #fastPath = FASTPATH_BY_ENV;
@@ -126,7 +126,7 @@ export class Toolgate {
     this.#catalog = rules.catalog;
     const engine = this.#instantiate();
     this.revision = engine.rules.revision();
-    this.findings = Object.freeze(engine.rules.findings());
+    this.findings = Object.freeze(engine.rules.findings().map(findingFromWit));
   }
 
   /**
@@ -174,7 +174,6 @@ export class Toolgate {
 
   /** After a trap the instance cannot be re-entered: replace it, reload the rules. */
   #recover() {
-    this.#strip.clear();
     try {
       this.#instantiate();
       this.#recoveries += 1;
@@ -284,18 +283,64 @@ export class Toolgate {
   }
 
   /**
-   * The engine fields (`confirmed`, `confirmation`) to remove from a call's
-   * arguments before forwarding it to this tool's handler.
-   * @param {string} tool
-   * @returns {readonly string[]}
+   * The call pipeline (docs/spec.md §8): decides one `tools/call` given how
+   * the host obtained its confirmation, and says what to do: forward
+   * `forward` (exactly these arguments) when allowed; answer with
+   * `blockedResult` (the MCP `CallToolResult`) when denied; when denied with
+   * no blocked result (`NOT_FOUND`), answer as the server answers a tool it
+   * does not have. The host never adds, removes or reads the confirmation
+   * fields itself. Never throws for a bad call or a failing engine: a fault
+   * is a deny with its code and the blocked result every host gives.
+   * @param {CallInput} call `{name, arguments}`, its JSON text, or its bytes
+   * @param {ContextInput} [context] `{surface, scopes, allowedTools}` or its JSON text
+   * @param {Confirmation} [confirmation] how the confirmation was obtained (default `'none'`)
+   * @returns {CallOutcome}
    */
-  stripFields(tool) {
-    let fields = this.#strip.get(tool);
-    if (!fields) {
-      fields = /** @type {readonly string[]} */ (Object.freeze(this.#guarded((rules) => rules.stripFields(tool))));
-      this.#strip.set(tool, fields);
+  decide(call, context, confirmation = 'none') {
+    const bytes = callBytes(call);
+    const ctx = contextJson(context);
+    const wit = witConfirmation(confirmation);
+    if (bytes.length > MAX_INPUT_BYTES || utf8Length(ctx) > MAX_INPUT_BYTES) return faultOutcome('INPUT_TOO_LARGE');
+    if (this.#closed) throw new ToolgateError('CLOSED', 'this Toolgate was closed');
+    let out;
+    const start = now();
+    try {
+      out = this.#beforeCall().rules.decide(bytes, ctx, wit);
+    } catch (e) {
+      return faultOutcome(this.#fault(e));
     }
-    return fields;
+    const fault = this.#afterCall(start);
+    if (fault) return faultOutcome(fault);
+    const decision = new Decision(out.decision);
+    const forward = out.forward ?? null;
+    // An allow must come with the call to forward, a deny without; anything
+    // else from the engine is a fault, and faults deny (as host-rs).
+    if (decision.ok !== (forward !== null) || decision.code === 'ENGINE_TRAP') return faultOutcome('ENGINE_TRAP');
+    return new CallOutcome(decision, forward, out.blockedResult ?? null, out.digest ?? null);
+  }
+
+  /**
+   * The payload a host seals (encrypts or MACs with its own key) to carry a
+   * pending confirmation of `call` through the client (docs/spec.md §8):
+   * contract version, tool, call digest, policy revision, caller, id and
+   * expiry. Throws ProblemError (`CALL_INVALID_VALUE`: an unreadable call, a
+   * tool these rules do not have, non-object arguments, an id that is not 16
+   * to 128 base64url characters), InputTooLargeError, EngineFaultError.
+   * @param {CallInput} call
+   * @param {string} caller the authenticated caller's subject, or ''
+   * @param {string} id a fresh id, 16 to 128 characters of A-Z a-z 0-9 _ -
+   * @param {number | bigint} expiresMs expiry, ms since the Unix epoch
+   * @returns {string}
+   */
+  sealPayload(call, caller, id, expiresMs) {
+    const bytes = callBytes(call);
+    if (typeof caller !== 'string') throw new TypeError('caller must be a string');
+    if (typeof id !== 'string') throw new TypeError('id must be a string');
+    const expires = u64(expiresMs, 'expiresMs');
+    if (bytes.length > MAX_INPUT_BYTES) throw new InputTooLargeError('call', bytes.length, MAX_INPUT_BYTES);
+    const n = utf8Length(caller);
+    if (n > MAX_INPUT_BYTES) throw new InputTooLargeError('caller', n, MAX_INPUT_BYTES);
+    return this.#guarded((rules) => rules.sealPayload(bytes, caller, id, expires));
   }
 
   /**
@@ -345,5 +390,5 @@ export class Toolgate {
   }
 }
 
-export { CONTRACT_VERSION, setDefaultModule, contextJson, Decision, ToolList, TurnState, faultDecision, HOST_FAULTS, MAX_INPUT_BYTES };
+export { CONTRACT_VERSION, setDefaultModule, contextJson, Decision, CallOutcome, ToolList, TurnState, faultDecision, faultOutcome, HOST_FAULTS, MAX_INPUT_BYTES };
 export * from './errors.js';

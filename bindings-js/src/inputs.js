@@ -68,3 +68,61 @@ export function limitOption(value, name, fallback) {
   if (typeof value !== 'number' || !(value > 0)) throw new TypeError(`${name} must be a positive number (Infinity: no limit)`);
   return value;
 }
+
+/**
+ * How the host obtained the confirmation for a call (WIT `confirmation`,
+ * docs/spec.md §8): `'none'` (nothing but the call: confirmation fields the
+ * model wrote never count), `'argument'` (the model's literal
+ * `confirmed: true` counts), `'person'` (the host asked the person about this
+ * very call and they accepted), `'invalid'` (a seal the host could not
+ * accept), or a seal the host opened and authenticated with its own key:
+ * `{ seal: { payload, caller, nowMs } }` (`nowMs`: the host's clock, ms since
+ * the Unix epoch, a number or a bigint).
+ * @typedef {'none' | 'argument' | 'person' | 'invalid' | { seal: OpenedSeal }} Confirmation
+ */
+/**
+ * @typedef {object} OpenedSeal
+ * @property {string} payload the payload as `sealPayload` wrote it, after the host verified its authenticity
+ * @property {string} caller the authenticated caller now calling, or ''
+ * @property {number | bigint} nowMs
+ */
+
+const U64_MAX = 2n ** 64n - 1n;
+
+/**
+ * A u64 from a number (a non-negative safe integer) or a bigint.
+ * @param {unknown} value
+ * @param {string} name
+ * @returns {bigint}
+ */
+export function u64(value, name) {
+  if (typeof value === 'bigint') {
+    if (value >= 0n && value <= U64_MAX) return value;
+  } else if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) {
+    return BigInt(value);
+  }
+  throw new TypeError(`${name} must be a non-negative integer (a number up to 2^53 - 1, or a bigint up to 2^64 - 1)`);
+}
+
+const SIMPLE = Object.freeze({
+  none: Object.freeze({ tag: 'none' }),
+  argument: Object.freeze({ tag: 'argument' }),
+  person: Object.freeze({ tag: 'person' }),
+  invalid: Object.freeze({ tag: 'invalid' }),
+});
+
+/**
+ * The WIT `confirmation` variant (jco's `{tag, val}`) for a Confirmation.
+ * @param {unknown} confirmation
+ * @returns {{ tag: 'none' | 'argument' | 'person' | 'invalid' } | { tag: 'seal', val: { payload: string, caller: string, nowMs: bigint } }}
+ */
+export function witConfirmation(confirmation) {
+  if (typeof confirmation === 'string' && Object.hasOwn(SIMPLE, confirmation)) return SIMPLE[/** @type {keyof typeof SIMPLE} */ (confirmation)];
+  const seal = confirmation && typeof confirmation === 'object' ? /** @type {any} */ (confirmation).seal : undefined;
+  if (seal && typeof seal === 'object' && Object.keys(/** @type {object} */ (confirmation)).length === 1) {
+    if (typeof seal.payload !== 'string') throw new TypeError('confirmation.seal.payload must be a string');
+    if (typeof seal.caller !== 'string') throw new TypeError('confirmation.seal.caller must be a string');
+    return { tag: 'seal', val: { payload: seal.payload, caller: seal.caller, nowMs: u64(seal.nowMs, 'confirmation.seal.nowMs') } };
+  }
+  throw new TypeError("confirmation must be 'none', 'argument', 'person', 'invalid' or { seal: { payload, caller, nowMs } }");
+}

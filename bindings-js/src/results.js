@@ -123,12 +123,93 @@ export class TurnState {
   toJSON() { return this.value; }
 }
 
+/**
+ * The MCP `CallToolResult` text for a blocked call, in the engine's shape
+ * (`blocked_result` in policy-core/src/pipeline.rs): the decision JSON as
+ * text and as `structuredContent`. Used for the host's own fault decisions
+ * (no tool, so no output schema), byte for byte as every host builds them.
+ * @param {string} decisionJson
+ * @returns {string}
+ */
+export function blockedResultJson(decisionJson) {
+  return `{"content":[{"type":"text","text":${JSON.stringify(decisionJson)}}],"structuredContent":${decisionJson},"isError":true}`;
+}
+
+/**
+ * What `decide` answers (WIT `outcome`): the decision, the arguments to
+ * forward when allowed, the MCP result to answer with when denied (absent for
+ * NOT_FOUND: answer as the server answers an unknown tool), and the call
+ * digest. The `…Json` fields are the engine's exact bytes; `forward` and
+ * `blockedResult` are parsed on first use (each its own object per outcome).
+ */
+export class CallOutcome {
+  /** @type {Record<string, unknown> | null | undefined} */
+  #forward;
+  /** @type {Record<string, unknown> | null | undefined} */
+  #blocked;
+  /** The decision. @readonly @type {Decision} */
+  decision;
+  /** Allowed: the arguments to forward, canonical JSON object text exactly as the engine wrote it; else null. @readonly @type {string | null} */
+  forwardJson;
+  /** Denied about a tool the caller may see: the `CallToolResult` JSON to answer with; else null. @readonly @type {string | null} */
+  blockedResultJson;
+  /** The call digest (`sha256:…`) approvals and seals bind, when the call names a visible tool with object arguments. @readonly @type {string | null} */
+  digest;
+  /**
+   * @param {Decision} decision
+   * @param {string | null} forwardJson
+   * @param {string | null} blockedResultJson
+   * @param {string | null} digest
+   */
+  constructor(decision, forwardJson, blockedResultJson, digest) {
+    this.decision = decision;
+    this.forwardJson = forwardJson;
+    this.blockedResultJson = blockedResultJson;
+    this.digest = digest;
+  }
+  /** Whether the call is allowed (`decision.ok`). @returns {boolean} */
+  get ok() { return this.decision.ok; }
+  /** The arguments to forward, parsed (null when denied). @returns {Record<string, unknown> | null} */
+  get forward() {
+    if (this.#forward === undefined) this.#forward = this.forwardJson === null ? null : JSON.parse(this.forwardJson);
+    return /** @type {Record<string, unknown> | null} */ (this.#forward);
+  }
+  /** The blocked `CallToolResult`, parsed (null when allowed or NOT_FOUND). @returns {Record<string, unknown> | null} */
+  get blockedResult() {
+    if (this.#blocked === undefined) this.#blocked = this.blockedResultJson === null ? null : JSON.parse(this.blockedResultJson);
+    return /** @type {Record<string, unknown> | null} */ (this.#blocked);
+  }
+  /** The outcome as the conformance vectors write it. */
+  toJSON() {
+    return { decision: this.decision.json, forward: this.forwardJson, blocked_result: this.blockedResultJson, digest: this.digest };
+  }
+}
+
+/**
+ * The outcome of a call the engine could not decide (SPEC §7): the host-built
+ * decision and its blocked result, nothing forwarded, no digest (as
+ * `Outcome::fault` in host-rs).
+ * @param {HostFaultCode} code
+ * @returns {CallOutcome}
+ */
+export function faultOutcome(code) {
+  return new CallOutcome(FAULT_DECISIONS[code], null, FAULT_BLOCKED[code], null);
+}
+
 /** The host-built decisions (SPEC §7), one object each. */
 export const FAULT_DECISIONS = Object.freeze({
   ENGINE_TRAP: new Decision(HOST_FAULTS.ENGINE_TRAP),
   ENGINE_LIMIT: new Decision(HOST_FAULTS.ENGINE_LIMIT),
   ENGINE_OUT_OF_MEMORY: new Decision(HOST_FAULTS.ENGINE_OUT_OF_MEMORY),
   INPUT_TOO_LARGE: new Decision(HOST_FAULTS.INPUT_TOO_LARGE),
+});
+
+/** The blocked results of the host-built decisions. @type {Readonly<Record<HostFaultCode, string>>} */
+const FAULT_BLOCKED = Object.freeze({
+  ENGINE_TRAP: blockedResultJson(HOST_FAULTS.ENGINE_TRAP),
+  ENGINE_LIMIT: blockedResultJson(HOST_FAULTS.ENGINE_LIMIT),
+  ENGINE_OUT_OF_MEMORY: blockedResultJson(HOST_FAULTS.ENGINE_OUT_OF_MEMORY),
+  INPUT_TOO_LARGE: blockedResultJson(HOST_FAULTS.INPUT_TOO_LARGE),
 });
 
 /**
@@ -141,7 +222,7 @@ export function faultDecision(code) {
 }
 
 /**
- * The typed error for a fault on a call that returns a value (list, turn, stripFields).
+ * The typed error for a fault on a call that returns a value (list, turn, sealPayload).
  * @param {EngineFaultCode} code
  * @param {unknown} cause
  */

@@ -44,6 +44,41 @@ export function isMeterTrap(e) {
   return false;
 }
 
+// Since contract 0.2.0 `problem.origin` and `finding.severity` are WIT enums;
+// jco gives each case as its WIT name. The JS API keeps these strings; the
+// tables say so explicitly (a case the package does not know stays as jco gave it).
+const ORIGINS = Object.freeze({ policy: 'policy', catalog: 'catalog', call: 'call', context: 'context', state: 'state', input: 'input' });
+const SEVERITIES = Object.freeze({ error: 'error', warning: 'warning' });
+
+/**
+ * The JS API's name of a WIT enum case, from jco's.
+ * @param {Readonly<Record<string, string>>} table
+ * @param {unknown} value
+ * @returns {string}
+ */
+function enumName(table, value) {
+  const name = String(value);
+  return Object.hasOwn(table, name) ? table[name] : name;
+}
+
+/**
+ * A WIT `problem` (jco's object) as this package's Problem.
+ * @param {any} p
+ * @returns {Problem}
+ */
+export function problemFromWit(p) {
+  return { code: p.code, message: p.message, origin: enumName(ORIGINS, p.origin), path: p.path, line: p.line, column: p.column };
+}
+
+/**
+ * A WIT `finding` (jco's object) as this package's Finding.
+ * @param {any} f
+ * @returns {{ severity: string, problem: Problem }}
+ */
+export function findingFromWit(f) {
+  return { severity: enumName(SEVERITIES, f.severity), problem: problemFromWit(f.problem) };
+}
+
 /**
  * The `problem` a component call returned as its error (jco throws it as `payload`), or null.
  * @param {unknown} e
@@ -51,7 +86,7 @@ export function isMeterTrap(e) {
  */
 export function problemOf(e) {
   const p = /** @type {any} */ (e)?.payload;
-  if (p && typeof p === 'object' && typeof p.code === 'string' && typeof p.origin === 'string') return p;
+  if (p && typeof p === 'object' && typeof p.code === 'string' && p.origin !== undefined && p.origin !== null) return problemFromWit(p);
   return null;
 }
 

@@ -7,8 +7,9 @@ import { join } from 'node:path';
 import {
   CONTRACT_VERSION, DEFAULT_DEADLINE_MS, DEFAULT_MAX_MEMORY_BYTES, Decision, EngineFaultError, EngineLimitError,
   EngineOutOfMemoryError, EngineTrapError, HOST_FAULTS, InputTooLargeError, LoadError, MAX_INPUT_BYTES,
-  ProblemError, Toolgate, ToolgateError, compileCoreModule,
+  ProblemError, Toolgate, ToolgateError, CallOutcome, compileCoreModule,
 } from '../src/index.js';
+import { blockedResultJson } from '../src/results.js';
 import { vectorsDir } from './lib/vectors.mjs';
 
 const fixtures = join(vectorsDir, 'fixtures');
@@ -93,10 +94,76 @@ test('errors are Error subclasses with stable codes', async () => {
   await assert.rejects(Toolgate.load({ catalog: 42 }), TypeError);
 });
 
-test('stripFields asks the component, per tool schema', () => {
-  assert.deepEqual([...plans.stripFields('alterar_plano')], ['confirmed', 'confirmation']);
-  assert.deepEqual([...plans.stripFields('cancelar_conta')], ['confirmation']);
-  assert.deepEqual([...seed.stripFields('wa_send_text')], ['confirmation']);
+test('decide: the call pipeline, with how the confirmation was obtained', () => {
+  const call = { name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD', confirmed: true } };
+  // Default 'none': the model's own confirmed: true never counts.
+  const none = plans.decide(call);
+  assert.ok(none instanceof CallOutcome);
+  assert.equal(none.ok, false);
+  assert.equal(none.decision.code, 'CONFIRMATION_REQUIRED');
+  assert.equal(none.forward, null);
+  assert.equal(none.forwardJson, null);
+  assert.deepEqual(none.blockedResult, JSON.parse(none.blockedResultJson ?? ''));
+  assert.equal(none.blockedResult?.isError, true);
+  assert.match(none.digest ?? '', /^sha256:[0-9a-f]{64}$/);
+  assert.equal(plans.decide(call, undefined, 'none').blockedResultJson, none.blockedResultJson);
+  // The engine's blocked result (a tool without outputSchema) has exactly the
+  // shape this package builds for its own fault decisions.
+  assert.equal(none.blockedResultJson, blockedResultJson(none.decision.json));
+  // 'argument': it counts; the undeclared field is not forwarded.
+  const argument = plans.decide(call, {}, 'argument');
+  assert.equal(argument.ok, true);
+  assert.equal(argument.forwardJson, '{"customer_id":"1","new_plan_id":"GOLD"}');
+  assert.deepEqual(argument.forward, { customer_id: '1', new_plan_id: 'GOLD' });
+  assert.equal(argument.blockedResult, null);
+  assert.equal(argument.digest, none.digest, 'the digest leaves the engine fields out');
+  // 'person': the person accepted this very call; a tool that declares `confirmed` gets it.
+  assert.deepEqual(plans.decide({ name: 'cancelar_conta', arguments: { customer_id: '1' } }, null, 'person').forward, { confirmed: true, customer_id: '1' });
+  assert.equal(plans.decide(call, null, 'invalid').decision.code, 'CONFIRMATION_INVALID');
+  // Hidden / unknown: NOT_FOUND, no blocked result (answer as for an unknown tool).
+  const hidden = plans.decide(call, { surface: 'direct' }, 'person');
+  assert.equal(hidden.decision.code, 'NOT_FOUND');
+  assert.equal(hidden.blockedResultJson, null);
+  assert.equal(hidden.digest, null);
+  assert.deepEqual(JSON.parse(JSON.stringify(argument)), { decision: argument.decision.json, forward: argument.forwardJson, blocked_result: null, digest: argument.digest });
+  for (const bad of ['yes', 'Argument', {}, { seal: {} }, { seal: { payload: 'p', caller: '', nowMs: -1 } }, { seal: { payload: 'p', caller: '', nowMs: 1.5 } }, { seal: { payload: 'p', caller: 1, nowMs: 1 } }]) {
+    assert.throws(() => plans.decide(call, {}, /** @type {any} */ (bad)), TypeError, JSON.stringify(bad));
+  }
+});
+
+test('sealPayload and a sealed confirmation: checked against the retried call, caller and clock', () => {
+  const call = { name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } };
+  const id = 'AAAAAAAAAAAAAAAAAAAAAA';
+  const payload = plans.sealPayload(call, 'user-7', id, 1_900_000_000_000);
+  const parsed = JSON.parse(payload);
+  assert.equal(parsed.v, CONTRACT_VERSION);
+  assert.equal(parsed.revision, plans.revision);
+  assert.equal(parsed.digest, plans.decide(call).digest);
+  assert.equal(plans.sealPayload(call, 'user-7', id, 1_900_000_000_000n), payload, 'number or bigint');
+  const sealed = (/** @type {any} */ c, /** @type {string} */ caller, /** @type {number | bigint} */ nowMs) => plans.decide(c, {}, { seal: { payload, caller, nowMs } });
+  assert.equal(sealed(call, 'user-7', 1_899_999_999_999).ok, true);
+  assert.equal(sealed(call, 'user-7', 1_899_999_999_999n).ok, true);
+  assert.equal(sealed(call, 'user-7', 1_900_000_000_000).decision.code, 'CONFIRMATION_INVALID', 'expired');
+  assert.equal(sealed(call, 'user-8', 1).decision.code, 'CONFIRMATION_INVALID', 'another caller');
+  assert.equal(sealed({ ...call, arguments: { ...call.arguments, new_plan_id: 'MAX' } }, 'user-7', 1).decision.code, 'CONFIRMATION_INVALID', 'other arguments');
+  assert.equal(sealed(call, 'user-7', 2n ** 64n - 1n).decision.code, 'CONFIRMATION_INVALID', 'u64 max');
+  // Problems are the typed error.
+  assert.throws(() => plans.sealPayload(call, '', 'short', 1), (e) => e instanceof ProblemError && e.code === 'CALL_INVALID_VALUE' && e.origin === 'call');
+  assert.throws(() => plans.sealPayload({ name: 'nope' }, '', id, 1), (e) => e instanceof ProblemError && e.code === 'CALL_INVALID_VALUE');
+  assert.throws(() => plans.sealPayload(call, '', id, -1), TypeError);
+  assert.throws(() => plans.sealPayload(call, '', id, 2n ** 64n), TypeError);
+  assert.throws(() => plans.sealPayload(new Uint8Array(MAX_INPUT_BYTES + 1), '', id, 1), InputTooLargeError);
+  assert.equal(/** @type {any} */ (plans).stripFields, undefined, 'strip-fields is gone from the contract');
+});
+
+test('findings and problems keep the JS strings of the WIT enums', async () => {
+  const gate = await Toolgate.load({ policy: 'version: 1\ntool_policies:\n  not_in_catalog:\n    operation_type: read_only\n', catalog: plansCatalog });
+  assert.ok(gate.findings.length > 0);
+  for (const f of gate.findings) {
+    assert.ok(f.severity === 'error' || f.severity === 'warning', f.severity);
+    assert.equal(typeof f.problem.origin, 'string');
+  }
+  await assert.rejects(Toolgate.load({ policy: 'version: 1\nbogus: 1\n', catalog: plansCatalog }), (e) => e instanceof LoadError && e.origin === 'policy');
 });
 
 test('turn: the state machine, state in and state out', () => {
@@ -119,6 +186,9 @@ test('inputs over 4 MiB get INPUT_TOO_LARGE without reaching the component', () 
   const ctx = JSON.stringify({ scopes: ['é'.repeat(MAX_INPUT_BYTES / 2)] }); // fewer chars than bytes
   assert.ok(ctx.length < MAX_INPUT_BYTES);
   assert.equal(seed.evaluate(readCall, ctx).json, HOST_FAULTS.INPUT_TOO_LARGE);
+  for (const o of [seed.decide(`{"name":"wa_health","arguments":{"pad":"${pad}"}}`), seed.decide(readCall, ctx, 'argument')]) {
+    assertFaultOutcome(o, 'INPUT_TOO_LARGE');
+  }
   assert.throws(() => seed.listExposable(ctx), (e) => e instanceof InputTooLargeError && e.code === 'INPUT_TOO_LARGE');
   // Exactly at the limit still reaches the component (and gets its own answer).
   const exact = new Uint8Array(MAX_INPUT_BYTES).fill(0x20);
@@ -139,17 +209,31 @@ const hugeContext = `{"scopes":[${'"s",'.repeat(900_000)}"s"]}`;
 /** About 3.6 MB of turn input: one call carrying 1.8 million numbers. */
 const hugeTurn = `{"context":{},"calls":[{"name":"consultar_plano","arguments":{"r":[${'1,'.repeat(1_800_000)}1]}}]}`;
 
+/**
+ * A fault outcome: the host-built decision and the blocked result in the
+ * engine's shape (host-rs `Outcome::fault`), byte for byte.
+ * @param {CallOutcome} o @param {keyof typeof HOST_FAULTS} code
+ */
+function assertFaultOutcome(o, code) {
+  assert.equal(o.decision.json, HOST_FAULTS[code]);
+  assert.equal(o.blockedResultJson, `{"content":[{"type":"text","text":${JSON.stringify(HOST_FAULTS[code])}}],"structuredContent":${HOST_FAULTS[code]},"isError":true}`);
+  assert.deepEqual(o.blockedResult, { content: [{ type: 'text', text: HOST_FAULTS[code] }], structuredContent: JSON.parse(HOST_FAULTS[code]), isError: true });
+  assert.equal(o.forward, null);
+  assert.equal(o.digest, null);
+}
+
 /** @param {Toolgate} gate */
 function knownGood(gate) {
   const decision = gate.evaluate(plansCall);
   assert.equal(decision.ok, true);
-  return { decision: decision.json, list: gate.listExposable().json, turn: gate.turn(null, plansTurn).json };
+  return { decision: decision.json, list: gate.listExposable().json, turn: gate.turn(null, plansTurn).json, outcome: JSON.stringify(gate.decide(plansCall)) };
 }
 /** @param {Toolgate} gate @param {ReturnType<typeof knownGood>} good */
 function assertServed(gate, good) {
   assert.equal(gate.evaluate(plansCall).json, good.decision, 'the next call is served');
   assert.equal(gate.listExposable().json, good.list);
   assert.equal(gate.turn(null, plansTurn).json, good.turn);
+  assert.equal(JSON.stringify(gate.decide(plansCall)), good.outcome);
 }
 /** @param {Function} type @param {string} code */
 const faultError = (type, code) => (/** @type {any} */ e) => e instanceof type && e instanceof EngineFaultError && e instanceof ToolgateError && e.code === code;
@@ -188,7 +272,13 @@ test('a real trap in the component denies with ENGINE_TRAP, and the next call is
   gate[kInjectTrap]();
   assert.throws(() => gate.turn(null, plansTurn), faultError(EngineTrapError, 'ENGINE_TRAP'));
   assertServed(gate, good);
-  assert.equal(gate.recoveries, 3);
+  gate[kInjectTrap]();
+  assertFaultOutcome(gate.decide(plansCall, {}, 'argument'), 'ENGINE_TRAP');
+  assertServed(gate, good);
+  gate[kInjectTrap]();
+  assert.throws(() => gate.sealPayload(plansCall, '', 'AAAAAAAAAAAAAAAAAAAAAA', 1), faultError(EngineTrapError, 'ENGINE_TRAP'));
+  assertServed(gate, good);
+  assert.equal(gate.recoveries, 5);
   gate.close();
   assert.throws(() => gate.evaluate(plansCall), (e) => e instanceof ToolgateError && e.code === 'CLOSED');
 });
@@ -206,7 +296,9 @@ test('memory over the cap denies with ENGINE_OUT_OF_MEMORY, and the next call is
   assertServed(gate, good);
   assert.throws(() => gate.turn(null, hugeTurn), faultError(EngineOutOfMemoryError, 'ENGINE_OUT_OF_MEMORY'));
   assertServed(gate, good);
-  assert.equal(gate.recoveries, 3);
+  assertFaultOutcome(gate.decide(hugeCall), 'ENGINE_OUT_OF_MEMORY');
+  assertServed(gate, good);
+  assert.equal(gate.recoveries, 4);
   // Under the default cap the same call gets the engine's own answer.
   assert.equal(plans.evaluate(hugeCall).code, 'BAD_REQUEST');
 });
@@ -218,6 +310,7 @@ test('a call past the deadline denies with ENGINE_LIMIT, and the next call is se
   assert.equal(gate.evaluate(hugeCall).json, HOST_FAULTS.ENGINE_LIMIT);
   assert.throws(() => gate.listExposable(hugeContext), faultError(EngineLimitError, 'ENGINE_LIMIT'));
   assert.throws(() => gate.turn(null, hugeTurn), faultError(EngineLimitError, 'ENGINE_LIMIT'));
+  assertFaultOutcome(gate.decide(hugeCall), 'ENGINE_LIMIT');
   gate.deadlineMs = DEFAULT_DEADLINE_MS;
   assertServed(gate, good);
   assert.equal(gate.recoveries, 0, 'the instance finished its call: it is kept');
@@ -230,7 +323,7 @@ test('loads from an already compiled WebAssembly.Module, sync and async, and che
   const b = await Toolgate.load({ module: Promise.resolve(module), policy: plansPolicy, catalog: plansCatalog });
   const c = await Toolgate.load({ module: readFileSync(new URL('../gen/toolgate_policy.core.wasm', import.meta.url)), policy: plansPolicy, catalog: plansCatalog });
   for (const g of [a, b, c]) assert.equal(g.revision, plans.revision);
-  assert.equal(CONTRACT_VERSION, '0.1.0');
+  assert.equal(CONTRACT_VERSION, '0.2.0');
   assert.throws(() => new Toolgate(/** @type {any} */ ({}), { catalog: plansCatalog }), TypeError);
 });
 

@@ -12,7 +12,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { Toolgate } from '../src/index.js';
 import { guardServer } from '../src/mcp.js';
-import { pkgDir, vectorsDir } from './lib/vectors.mjs';
+import { loadVectorFile, pkgDir, vectorsDir } from './lib/vectors.mjs';
 
 const fixtures = join(vectorsDir, 'fixtures');
 const seedPath = join(fixtures, 'seed-catalog.json');
@@ -59,7 +59,11 @@ test('stdio, confirming surface: reads pass, a send without confirmed: true neve
     assert.equal(blocked.isError, true);
     const decision = JSON.parse(blocked.content[0].text);
     assert.equal(decision.error.code, 'CONFIRMATION_REQUIRED');
-    assert.deepEqual(blocked.structuredContent, decision);
+    // The engine's blocked result: the seed catalog declares an outputSchema
+    // for send_whatsapp, so the decision is text only.
+    const local = await Toolgate.load({ catalog: readFileSync(seedPath, 'utf8') });
+    assert.deepEqual(blocked, local.decide({ name: 'send_whatsapp', arguments: args }, { surface: 'confirming', scopes: ['mcp:read', 'mcp:write'] }, 'argument').blockedResult);
+    assert.equal('structuredContent' in blocked, false);
     const stringTrue = await client.callTool({ name: 'send_whatsapp', arguments: { ...args, confirmed: 'true' } });
     assert.equal(stringTrue.isError, true);
     assert.deepEqual(ran().map((r) => r.tool), ['get_capabilities'], 'the send handler never ran');
@@ -189,19 +193,73 @@ test('default context: scopes from the request\'s auth info', async () => {
   await withScope.close();
 });
 
-test('structuredContent: auto leaves it out where the tool declares an outputSchema (SDK v1 clients validate error results)', async () => {
-  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
-  for (const [mode, expectStructured] of [['auto', false], ['never', false]]) {
-    const server = new McpServer({ name: 'o', version: '1' });
-    server.registerTool('alterar_plano', { inputSchema: { customer_id: z.string(), new_plan_id: z.string() }, outputSchema: { plan: z.string() } },
-      async () => ({ content: [], structuredContent: { plan: 'GOLD' } }));
-    guardServer(server, { gate, structuredContent: mode });
-    const client = await connect(server);
-    await client.listTools(); // the client now validates this tool's structured output
-    const r = await client.callTool({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } });
-    assert.equal(r.isError, true);
-    assert.equal('structuredContent' in r, expectStructured, mode);
-    assert.equal(JSON.parse(r.content[0].text).error.code, 'CONFIRMATION_REQUIRED');
+test('blocked results are the engine\'s blocked_result bytes (tests/vectors/pipeline-output-schema.json), through the SDK\'s server and client', async () => {
+  const file = loadVectorFile(join(vectorsDir, 'pipeline-output-schema.json'));
+  const gate = await Toolgate.load({ policy: file.policy_text ?? undefined, catalog: file.catalog_text });
+  const catalogTools = JSON.parse(file.catalog_text).tools;
+  const cases = file.cases.filter((/** @type {any} */ c) => c.op === 'decide' && c.confirmation === 'none' && c.expect.blocked_result !== null);
+  assert.ok(cases.length >= 2, 'a tool with an outputSchema and one without');
+  const server = new McpServer({ name: 'o', version: '1' });
+  const ran = [];
+  // The server's tools as the catalog says (`report` declares an outputSchema).
+  server.registerTool('report', { inputSchema: { q: z.string() }, outputSchema: { rows: z.array(z.any()) } }, async () => { ran.push('report'); return { content: [], structuredContent: { rows: [] } }; });
+  server.registerTool('plain', { inputSchema: { q: z.string() } }, async () => { ran.push('plain'); return { content: [] }; });
+  assert.deepEqual(catalogTools.map((/** @type {any} */ t) => [t.name, 'outputSchema' in t]), [['report', true], ['plain', false]]);
+  guardServer(server, { gate, confirmation: 'none' });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  /** @type {any[]} */
+  const wire = [];
+  const send = serverSide.send.bind(serverSide);
+  serverSide.send = (message, options) => { wire.push(JSON.stringify(message)); return send(message, options); };
+  await server.connect(serverSide);
+  const client = new Client({ name: 't', version: '1' });
+  await client.connect(clientSide);
+  try {
+    await client.listTools(); // the client now validates `report`'s structured output
+    for (const c of cases) {
+      const got = await client.callTool({ name: c.call.name, arguments: c.call.arguments });
+      // On the wire, the SDK server sent the engine's bytes as the result.
+      const line = wire.at(-1);
+      assert.ok(line.endsWith(`"result":${c.expect.blocked_result}}`) || line.includes(`"result":${c.expect.blocked_result},`), `${c.name}: ${line}`);
+      // And the client got exactly that result.
+      assert.deepEqual(got, JSON.parse(c.expect.blocked_result), c.name);
+      assert.equal(got.content[0].text, c.expect.decision);
+      assert.equal('structuredContent' in got, c.call.name === 'plain', c.name);
+    }
+    assert.deepEqual(ran, []);
+  } finally {
     await client.close();
   }
+});
+
+test('guardServer confirmation: \'none\' blocks a write even with the model\'s confirmed: true; \'argument\' (default) lets it count', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const args = { customer_id: '1', new_plan_id: 'GOLD', confirmed: true };
+  for (const confirmation of /** @type {const} */ (['none', 'argument', undefined])) {
+    const ran = [];
+    const client = await connect(guardServer(plansServer(ran), { gate, context: () => ({ surface: 'confirming' }), ...(confirmation ? { confirmation } : {}) }));
+    try {
+      const r = await client.callTool({ name: 'alterar_plano', arguments: args });
+      if (confirmation === 'none') {
+        const expected = gate.decide({ name: 'alterar_plano', arguments: args }, { surface: 'confirming' }, 'none');
+        assert.equal(expected.decision.code, 'CONFIRMATION_REQUIRED');
+        assert.deepEqual(r, expected.blockedResult);
+        assert.deepEqual(ran, [], 'the handler never ran');
+        // Reads still run, without the model's confirmed (declared or not, it never counts here).
+        assert.ok(!(await client.callTool({ name: 'consultar_plano', arguments: { customer_id: '1' } })).isError);
+        assert.deepEqual(ran, [{ name: 'consultar_plano', args: { customer_id: '1' } }]);
+        // The declared field of a destructive tool cannot confirm it either.
+        const cancel = await client.callTool({ name: 'cancelar_conta', arguments: { customer_id: '1', confirmed: true } });
+        assert.equal(JSON.parse(cancel.content[0].text).error.code, 'CONFIRMATION_REQUIRED');
+        assert.equal(ran.length, 1);
+      } else {
+        assert.ok(!r.isError, JSON.stringify(r));
+        assert.deepEqual(ran, [{ name: 'alterar_plano', args: { customer_id: '1', new_plan_id: 'GOLD' } }], 'forwarded exactly, without the undeclared field');
+      }
+    } finally {
+      await client.close();
+    }
+  }
+  assert.throws(() => guardServer(plansServer([]), { gate, confirmation: /** @type {any} */ ('person') }), TypeError);
+  assert.throws(() => guardServer(plansServer([]), /** @type {any} */ ({ gate, structuredContent: 'auto' })), TypeError);
 });

@@ -21,8 +21,13 @@ for (const path of files) {
 }
 
 test('runner rejects unknown fields and malformed files', () => {
+  const outcome = { decision: '{}', forward: null, blocked_result: null, digest: null };
   const ok = { spec: '§4', description: 'd', policy: null, catalog: 'c.json', cases: [{ name: 'a', op: 'evaluate', call: { name: 'x' }, expect: '{}' }] };
   validateVectorFile(structuredClone(ok), 'ok');
+  validateVectorFile({ ...ok, cases: [
+    { name: 'd', op: 'decide', call_text: '{}', context_text: '{}', confirmation: { seal: { payload: 'p', caller: '', now_ms: 1 } }, expect: outcome, expect_code: null },
+    { name: 's', op: 'seal_payload', call_hex: '7b7d', caller: 'c', id: 'i', expires_ms: 2, expect: { error: 'CALL_INVALID_VALUE' } },
+  ] }, 'ok-pipeline');
   const bad = [
     { ...ok, extra: 1 },
     { ...ok, cases: [{ ...ok.cases[0], surprise: true }] },
@@ -32,7 +37,15 @@ test('runner rejects unknown fields and malformed files', () => {
     { ...ok, policy_text: 'version: 1' },
     { spec: '§1', catalog: 'c.json' },
     { ...ok, cases: undefined, expect_load_error: { code: 'X', hint: 1 } },
-    { ...ok, cases: [{ name: 'a', op: 'strip_fields', tool: 't', expect: 'confirmed' }] },
+    { ...ok, cases: [{ name: 'a', op: 'strip_fields', tool: 't', expect: ['confirmed'] }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, expect: '{}' }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, confirmation: 'maybe', expect: outcome }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, confirmation: { seal: { payload: 'p', caller: '', now_ms: 1, extra: 1 } }, expect: outcome }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, expect: { ...outcome, extra: null } }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, tool: 't', expect: outcome }] },
+    { ...ok, cases: [{ name: 'a', op: 'seal_payload', call: { name: 'x' }, caller: '', id: 'i', expires_ms: -1, expect: 'p' }] },
+    { ...ok, cases: [{ name: 'a', op: 'seal_payload', call: { name: 'x' }, confirmation: 'none', expect: 'p' }] },
+    { ...ok, cases: [{ name: 'a', op: 'seal_payload', call: { name: 'x' }, expect: { error: 'X', more: 1 } }] },
     { ...ok, cases: [ok.cases[0], ok.cases[0]] },
   ];
   for (const [i, v] of bad.entries()) {
@@ -52,6 +65,7 @@ test('the runner itself on a sample file (plumbing; expect_code/expect_names are
     assert.ok(!got.error, `${c.name}: ${got.error?.message}`);
     if (c.op === 'evaluate') assert.equal(JSON.parse(got.output).error?.code ?? null, c.expect_code, c.name);
     if (c.op === 'list') assert.deepEqual(JSON.parse(got.output).tools.map((t) => t.name), c.expect_names, c.name);
-    if (c.op === 'strip_fields') assert.deepEqual(got.output, c.expect, c.name);
+    if (c.op === 'decide') assert.equal(JSON.parse(got.output.decision).error?.code ?? null, c.expect_code, c.name);
+    if (c.op === 'seal_payload') assert.deepEqual(got.output, c.expect, c.name);
   }
 });

@@ -10,6 +10,26 @@ export function hexBytes(hex) {
   return out;
 }
 
+/** The call bytes of a case: `call` as its JSON, `call_text` as UTF-8, `call_hex` as bytes. @param {any} c */
+function callOf(c) {
+  if ('call' in c) return new TextEncoder().encode(JSON.stringify(c.call));
+  if ('call_text' in c) return new TextEncoder().encode(c.call_text);
+  return hexBytes(c.call_hex);
+}
+
+/** @param {any} c */
+const contextOf = (c) => ('context_text' in c ? c.context_text : JSON.stringify(c.context ?? {}));
+
+/**
+ * A case's confirmation (absent: none) as `Toolgate#decide` takes it.
+ * @param {any} k
+ */
+function confirmationOf(k) {
+  if (k === undefined) return 'none';
+  if (typeof k === 'string') return k;
+  return { seal: { payload: k.seal.payload, caller: k.seal.caller, nowMs: BigInt(k.seal.now_ms) } };
+}
+
 /**
  * @param {any} gate a Toolgate
  * @param {any} c one case (already validated)
@@ -18,20 +38,25 @@ export function hexBytes(hex) {
 export function runCase(gate, c) {
   try {
     switch (c.op) {
-      case 'evaluate': {
-        const context = 'context_text' in c ? c.context_text : JSON.stringify(c.context ?? {});
-        let call;
-        if ('call' in c) call = new TextEncoder().encode(JSON.stringify(c.call));
-        else if ('call_text' in c) call = new TextEncoder().encode(c.call_text);
-        else call = hexBytes(c.call_hex);
-        return { output: gate.evaluate(call, context).json };
+      case 'evaluate':
+        return { output: gate.evaluate(callOf(c), contextOf(c)).json };
+      case 'decide': {
+        const o = gate.decide(callOf(c), contextOf(c), confirmationOf(c.confirmation));
+        return { output: { decision: o.decision.json, forward: o.forwardJson, blocked_result: o.blockedResultJson, digest: o.digest } };
       }
+      case 'seal_payload':
+        try {
+          return { output: gate.sealPayload(callOf(c), c.caller ?? '', c.id ?? '', c.expires_ms ?? 0) };
+        } catch (e) {
+          // A problem is the case's answer, as the Rust runner writes it.
+          const err = /** @type {any} */ (e);
+          if (err?.name === 'ProblemError') return { output: { error: err.code } };
+          throw e;
+        }
       case 'list':
         return { output: gate.listExposable(JSON.stringify(c.context ?? {})).json };
       case 'turn':
         return { output: gate.turn(JSON.stringify(c.state ?? null), JSON.stringify(c.input)).json };
-      case 'strip_fields':
-        return { output: [...gate.stripFields(c.tool)] };
       default:
         throw new Error(`unknown op ${c.op}`);
     }

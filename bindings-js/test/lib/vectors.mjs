@@ -17,8 +17,13 @@ const CASE_KEYS = {
   evaluate: new Set(['name', 'op', 'expect', 'context', 'context_text', 'call', 'call_text', 'call_hex', 'expect_code', 'component_only']),
   list: new Set(['name', 'op', 'expect', 'context', 'expect_names']),
   turn: new Set(['name', 'op', 'expect', 'state', 'input']),
-  strip_fields: new Set(['name', 'op', 'expect', 'tool']),
+  decide: new Set(['name', 'op', 'expect', 'context', 'context_text', 'call', 'call_text', 'call_hex', 'confirmation', 'expect_code', 'component_only']),
+  seal_payload: new Set(['name', 'op', 'expect', 'call', 'call_text', 'call_hex', 'caller', 'id', 'expires_ms']),
 };
+const OUTCOME_KEYS = ['decision', 'forward', 'blocked_result', 'digest'];
+const CONFIRMATIONS = new Set(['none', 'argument', 'person', 'invalid']);
+const SEAL_KEYS = new Set(['payload', 'caller', 'now_ms']);
+const isU64 = (/** @type {unknown} */ n) => Number.isSafeInteger(n) && /** @type {number} */ (n) >= 0;
 
 /** Every vector file: `tests/vectors/*.json` but host-faults.json. */
 export function vectorFiles() {
@@ -69,19 +74,45 @@ export function validateVectorFile(v, where) {
     for (const k of Object.keys(c)) if (!keys.has(k)) fail(`${at}: unknown field ${JSON.stringify(k)} for op ${c.op}`);
     if (!('expect' in c)) fail(`${at}: expect is required`);
     if ('context' in c && !isObject(c.context)) fail(`${at}: context must be an object`);
+    if (['evaluate', 'decide', 'seal_payload'].includes(c.op)) {
+      const n = ['call', 'call_text', 'call_hex'].filter((k) => k in c).length;
+      if (n !== 1) fail(`${at}: exactly one of call, call_text, call_hex`);
+      if ('call_text' in c && typeof c.call_text !== 'string') fail(`${at}: call_text must be a string`);
+      if ('call_hex' in c && (typeof c.call_hex !== 'string' || !/^([0-9a-fA-F]{2})*$/.test(c.call_hex))) fail(`${at}: call_hex must be hex bytes`);
+      if ('context_text' in c && typeof c.context_text !== 'string') fail(`${at}: context_text must be a string`);
+      if ('context_text' in c && 'context' in c) fail(`${at}: at most one of context, context_text`);
+      if ('expect_code' in c && c.expect_code !== null && typeof c.expect_code !== 'string') fail(`${at}: expect_code must be a string or null`);
+      if ('component_only' in c && typeof c.component_only !== 'boolean') fail(`${at}: component_only must be a boolean`);
+    }
     switch (c.op) {
-      case 'evaluate': {
-        const n = ['call', 'call_text', 'call_hex'].filter((k) => k in c).length;
-        if (n !== 1) fail(`${at}: exactly one of call, call_text, call_hex`);
-        if ('call_text' in c && typeof c.call_text !== 'string') fail(`${at}: call_text must be a string`);
-        if ('context_text' in c && typeof c.context_text !== 'string') fail(`${at}: context_text must be a string`);
-        if ('context_text' in c && 'context' in c) fail(`${at}: at most one of context, context_text`);
-        if ('call_hex' in c && (typeof c.call_hex !== 'string' || !/^([0-9a-fA-F]{2})*$/.test(c.call_hex))) fail(`${at}: call_hex must be hex bytes`);
+      case 'evaluate':
         if (typeof c.expect !== 'string') fail(`${at}: expect must be a string`);
-        if ('expect_code' in c && c.expect_code !== null && typeof c.expect_code !== 'string') fail(`${at}: expect_code must be a string or null`);
-        if ('component_only' in c && typeof c.component_only !== 'boolean') fail(`${at}: component_only must be a boolean`);
+        break;
+      case 'decide': {
+        const e = c.expect;
+        if (!isObject(e)) fail(`${at}: expect must be an object`);
+        for (const k of Object.keys(e)) if (!OUTCOME_KEYS.includes(k)) fail(`${at}: expect: unknown field ${JSON.stringify(k)}`);
+        if (typeof e.decision !== 'string') fail(`${at}: expect.decision must be a string`);
+        for (const k of OUTCOME_KEYS.slice(1)) if (!(k in e) || (e[k] !== null && typeof e[k] !== 'string')) fail(`${at}: expect.${k} must be a string or null`);
+        if ('confirmation' in c) {
+          const k = c.confirmation;
+          if (typeof k === 'string') {
+            if (!CONFIRMATIONS.has(k)) fail(`${at}: unknown confirmation ${JSON.stringify(k)}`);
+          } else {
+            if (!isObject(k) || Object.keys(k).length !== 1 || !isObject(k.seal)) fail(`${at}: confirmation must be none, argument, person, invalid or {"seal": {...}}`);
+            for (const f of Object.keys(k.seal)) if (!SEAL_KEYS.has(f)) fail(`${at}: confirmation.seal: unknown field ${JSON.stringify(f)}`);
+            if (typeof k.seal.payload !== 'string' || typeof k.seal.caller !== 'string' || !isU64(k.seal.now_ms)) fail(`${at}: confirmation.seal needs payload, caller (strings) and now_ms (an integer >= 0)`);
+          }
+        }
         break;
       }
+      case 'seal_payload':
+        if (typeof c.expect !== 'string' && !(isObject(c.expect) && Object.keys(c.expect).join() === 'error' && typeof c.expect.error === 'string')) {
+          fail(`${at}: expect must be the payload string or {"error": CODE}`);
+        }
+        for (const k of ['caller', 'id']) if (k in c && typeof c[k] !== 'string') fail(`${at}: ${k} must be a string`);
+        if ('expires_ms' in c && !isU64(c.expires_ms)) fail(`${at}: expires_ms must be an integer >= 0`);
+        break;
       case 'list':
         if (typeof c.expect !== 'string') fail(`${at}: expect must be a string`);
         if ('expect_names' in c && (!Array.isArray(c.expect_names) || c.expect_names.some((/** @type {unknown} */ n) => typeof n !== 'string'))) fail(`${at}: expect_names must be an array of strings`);
@@ -90,10 +121,6 @@ export function validateVectorFile(v, where) {
         if (typeof c.expect !== 'string') fail(`${at}: expect must be a string`);
         if (!('state' in c) || (c.state !== null && !isObject(c.state))) fail(`${at}: state must be an object or null`);
         if (!('input' in c) || !isObject(c.input)) fail(`${at}: input must be an object`);
-        break;
-      case 'strip_fields':
-        if (typeof c.tool !== 'string') fail(`${at}: tool must be a string`);
-        if (!Array.isArray(c.expect) || c.expect.some((/** @type {unknown} */ n) => typeof n !== 'string')) fail(`${at}: expect must be an array of strings`);
         break;
     }
   }
@@ -143,13 +170,16 @@ export function checkResult(file, result, runtime) {
     const at = `${where} case ${JSON.stringify(c.name)}`;
     assert.equal(got.name, c.name);
     assert.ok(!got.error, `${at}: ${got.error?.name} ${got.error?.code}: ${got.error?.message}`);
-    if (c.op === 'strip_fields') {
-      assert.deepEqual(got.output, c.expect, `${at}: strip fields`);
-      continue;
+    if (c.op === 'decide' || c.op === 'seal_payload') {
+      // Every field a string (exact bytes) or null; the error a code.
+      assert.deepEqual(got.output, c.expect, `${at}: output differs`);
+    } else {
+      assert.equal(got.output, c.expect, `${at}: bytes differ`);
     }
-    assert.equal(got.output, c.expect, `${at}: bytes differ`);
-    if (c.op === 'evaluate' && 'expect_code' in c) {
-      assert.equal(JSON.parse(got.output).error?.code ?? null, c.expect_code, `${at}: expect_code`);
+    if ((c.op === 'evaluate' || c.op === 'decide') && 'expect_code' in c) {
+      const decision = JSON.parse(c.op === 'decide' ? got.output.decision : got.output);
+      assert.equal(decision.error?.code ?? null, c.expect_code, `${at}: expect_code`);
+      assert.equal(decision.ok, decision.error === null, `${at}: ok disagrees with error`);
     }
     if (c.op === 'list' && 'expect_names' in c) {
       assert.deepEqual(JSON.parse(got.output).tools.map((/** @type {any} */ t) => t.name), c.expect_names, `${at}: expect_names`);

@@ -1,5 +1,5 @@
 // Compiled by `npm run lint` (tsc --noEmit): the published types, as a user sees them.
-import { Toolgate, Decision, LoadError, ToolgateError, HOST_FAULTS, MAX_INPUT_BYTES, type Context } from 'toolgate';
+import { Toolgate, Decision, CallOutcome, LoadError, ProblemError, ToolgateError, HOST_FAULTS, MAX_INPUT_BYTES, type Context, type Confirmation } from 'toolgate';
 import { guardServer } from 'toolgate/mcp';
 import { Toolgate as CoreToolgate } from 'toolgate/core';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -12,14 +12,27 @@ export async function usage(catalog: string, policy?: string): Promise<string> {
   const ok: boolean = d.ok && d.metadata.blocked_by_policy === false;
   const names: string[] = gate.listExposable('{"surface":"confirming"}').names;
   const state = gate.turn(null, { calls: [] });
-  const strip: readonly string[] = gate.stripFields('wa_send_text');
+  const confirmation: Confirmation = { seal: { payload: '{}', caller: 'u', nowMs: 1n } };
+  const outcome: CallOutcome = gate.decide({ name: 'wa_send_text', arguments: {} }, ctx, confirmation);
+  const forward: Record<string, unknown> | null = outcome.forward;
+  const forwardJson: string | null = outcome.forwardJson;
+  const blocked: Record<string, unknown> | null = outcome.blockedResult;
+  const digest: string | null = outcome.digest;
+  const byDefault: Decision = gate.decide('{}').decision;
+  let payload = '';
+  try {
+    payload = gate.sealPayload({ name: 'wa_send_text', arguments: {} }, 'u', 'AAAAAAAAAAAAAAAAAAAAAA', Date.now() + 60_000);
+  } catch (e) {
+    if (e instanceof ProblemError) payload = e.code;
+  }
+  const severity: string = gate.findings[0]?.severity ?? 'none';
   try {
     await Toolgate.load({ catalog: '{' });
   } catch (e) {
     if (e instanceof LoadError) return `${e.code} ${e.line}:${e.column} ${e.origin}`;
     if (e instanceof ToolgateError) return e.code;
   }
-  const server = guardServer(new McpServer({ name: 'x', version: '1' }), { gate, context: (extra) => ({ scopes: extra.authInfo?.scopes ?? null }) });
+  const server = guardServer(new McpServer({ name: 'x', version: '1' }), { gate, confirmation: 'none', context: (extra) => ({ scopes: extra.authInfo?.scopes ?? null }) });
   void server; void CoreToolgate; void HOST_FAULTS.ENGINE_TRAP; void (MAX_INPUT_BYTES satisfies number);
-  return `${code} ${ok} ${names.length} ${state.json} ${strip.join()} ${d.json}`;
+  return `${code} ${ok} ${names.length} ${state.json} ${d.json} ${JSON.stringify([forward, forwardJson, blocked, digest, byDefault.json, payload, severity])}`;
 }
