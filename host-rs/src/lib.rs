@@ -45,6 +45,7 @@ pub mod faults {
     pub const ENGINE_TRAP: &str = r#"{"ok":false,"error":{"code":"ENGINE_TRAP","message":"The policy engine failed on this call; it was not allowed. Report it if it repeats.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
     pub const ENGINE_LIMIT: &str = r#"{"ok":false,"error":{"code":"ENGINE_LIMIT","message":"The policy engine ran out of its time budget on this call; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
     pub const ENGINE_OUT_OF_MEMORY: &str = r#"{"ok":false,"error":{"code":"ENGINE_OUT_OF_MEMORY","message":"The policy engine ran out of memory on this call; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
+    pub const STORE_UNAVAILABLE: &str = r#"{"ok":false,"error":{"code":"STORE_UNAVAILABLE","message":"The store that makes a confirmation single-use could not be reached, so the call was not run. Try again shortly.","retryable":true,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
     pub const INPUT_TOO_LARGE: &str = r#"{"ok":false,"error":{"code":"INPUT_TOO_LARGE","message":"The call is larger than this host accepts; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
 }
 
@@ -232,6 +233,7 @@ impl Decision {
             "ENGINE_LIMIT" => faults::ENGINE_LIMIT,
             "ENGINE_OUT_OF_MEMORY" => faults::ENGINE_OUT_OF_MEMORY,
             "INPUT_TOO_LARGE" => faults::INPUT_TOO_LARGE,
+            "STORE_UNAVAILABLE" => faults::STORE_UNAVAILABLE,
             _ => faults::ENGINE_TRAP,
         };
         Decision {
@@ -292,7 +294,10 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn fault(code: &'static str) -> Outcome {
+    /// The outcome for a host fault (`ENGINE_TRAP`, `ENGINE_LIMIT`,
+    /// `ENGINE_OUT_OF_MEMORY`, `INPUT_TOO_LARGE`, `STORE_UNAVAILABLE`; any
+    /// other code is `ENGINE_TRAP`): the fixed decision and its blocked result.
+    pub fn fault(code: &'static str) -> Outcome {
         let decision = Decision::fault(code);
         let blocked_result = Some(blocked_result(&decision.json));
         Outcome {

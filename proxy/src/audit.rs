@@ -34,6 +34,9 @@ pub struct Record<'a> {
     /// How confirmation was obtained, when it was: `elicitation` or
     /// `argument`; `declined` when the person declined.
     pub confirmation: Option<&'a str>,
+    /// The sealed confirmation's id (MCP 2026-07-28), when one was made or
+    /// presented.
+    pub seal: Option<&'a str>,
     /// What happened to the call: `forwarded` or `blocked`.
     pub outcome: &'a str,
     pub arguments: Option<&'a Value>,
@@ -78,6 +81,9 @@ impl Audit {
             "confirmation".into(),
             record.confirmation.map_or(Value::Null, |c| Value::String(c.to_owned())),
         );
+        if let Some(seal) = record.seal {
+            line.insert("seal".into(), Value::String(seal.to_owned()));
+        }
         line.insert("outcome".into(), Value::String(record.outcome.to_owned()));
         if self.with_args {
             line.insert("arguments".into(), record.arguments.cloned().unwrap_or(Value::Null));

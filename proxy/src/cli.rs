@@ -11,8 +11,11 @@ use std::time::Duration;
 use toolgate::{Context, Engine, Surface};
 
 use crate::audit::Audit;
+use crate::confirm::Sealing;
 use crate::gate::RelayList;
 use crate::http::GateState;
+use crate::ledger::Ledger;
+use crate::seal::KeyRing;
 use crate::stdio::{ClientLines, DropReport};
 use crate::{Config, Gateway, ProxyError, UpstreamSpec};
 
@@ -66,6 +69,22 @@ pub struct ProxyArgs {
     /// whenever the model's word was taken.
     #[arg(long)]
     pub trust_model_confirmation: bool,
+    /// A file of secrets that seal pending confirmations for MCP 2026-07-28
+    /// clients (`requestState`), one per line, the sealing one first; every
+    /// line opens (rotation). Replicas that share it accept each other's
+    /// states. Also `TOOLGATE_STATE_SECRET` (comma-separated). Without
+    /// either: a random key for this process (one replica).
+    #[arg(long, value_name = "FILE")]
+    pub state_secret_file: Option<PathBuf>,
+    /// Seconds a person's pending confirmation stays valid.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub confirm_ttl: u64,
+    /// Where redeemed confirmations are recorded so each runs once:
+    /// `memory` (this process; the default) or `redis://HOST:PORT` (Redis
+    /// or Valkey, shared by replicas). When the store cannot be reached, no
+    /// confirmed call runs.
+    #[arg(long, value_name = "URL", default_value = "memory")]
+    pub store: String,
     /// The upstream server's command and arguments (after `--`).
     #[arg(last = true, value_name = "SERVER_CMD")]
     pub command: Vec<String>,
@@ -125,7 +144,45 @@ fn fail(e: &ProxyError) -> ExitCode {
     }
 }
 
-fn config(args: &ProxyArgs) -> Result<Config, ProxyError> {
+/// The sealing keys: `--state-secret-file`, else `TOOLGATE_STATE_SECRET`,
+/// else a random key for this process (said at start-up).
+fn state_keys(args: &ProxyArgs) -> Result<KeyRing, ProxyError> {
+    let ring = match (&args.state_secret_file, std::env::var("TOOLGATE_STATE_SECRET")) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|source| ProxyError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            KeyRing::from_text(&text).map_err(|e| ProxyError::Usage(format!("{}: {e}", path.display())))?
+        }
+        (None, Ok(text)) if !text.trim().is_empty() => {
+            KeyRing::from_text(&text).map_err(|e| ProxyError::Usage(format!("TOOLGATE_STATE_SECRET: {e}")))?
+        }
+        _ => {
+            let ring = KeyRing::ephemeral().map_err(|e| ProxyError::Usage(e.to_string()))?;
+            eprintln!(
+                "toolgate proxy: no TOOLGATE_STATE_SECRET or --state-secret-file: pending confirmations are sealed with a random key of this process (one replica; they do not survive a restart)"
+            );
+            ring
+        }
+    };
+    Ok(ring)
+}
+
+async fn sealing(args: &ProxyArgs) -> Result<Sealing, ProxyError> {
+    let keys = state_keys(args)?;
+    let ledger = match args.store.as_str() {
+        "memory" => Ledger::memory(),
+        url => Ledger::redis(url).await.map_err(|e| ProxyError::Usage(e.to_string()))?,
+    };
+    Ok(Sealing {
+        keys,
+        ledger,
+        ttl: Duration::from_secs(args.confirm_ttl.max(1)),
+    })
+}
+
+fn config(args: &ProxyArgs, sealing: Sealing) -> Result<Config, ProxyError> {
     let upstream = match (&args.upstream, args.command.split_first()) {
         (Some(url), None) => {
             if !url.starts_with("http://") {
@@ -184,10 +241,12 @@ fn config(args: &ProxyArgs) -> Result<Config, ProxyError> {
         context_json: context.to_json(),
         context,
         trust_model_confirmation: args.trust_model_confirmation,
+        sealing,
         upstream,
         timeout: Duration::from_secs(args.timeout.max(1)),
         audit,
         relay,
+        stateless: Default::default(),
     })
 }
 
@@ -199,11 +258,14 @@ fn drop_report() -> DropReport {
 }
 
 async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
-    let config = Arc::new(config(&args)?);
-    match &args.listen {
-        Some(addr) => serve_http(config, addr).await,
-        None => serve_stdio(config).await,
-    }
+    let sealing = sealing(&args).await?;
+    let config = Arc::new(config(&args, sealing)?);
+    let served = match &args.listen {
+        Some(addr) => serve_http(config.clone(), addr).await,
+        None => serve_stdio(config.clone()).await,
+    };
+    config.shutdown_stateless().await;
+    served
 }
 
 async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {

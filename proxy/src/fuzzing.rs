@@ -21,7 +21,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHal
 use toolgate::{Context, Engine, Surface};
 
 use crate::audit::Audit;
+use crate::confirm::Sealing;
 use crate::gate::RelayList;
+use crate::ledger::Ledger as SealLedger;
+use crate::seal::KeyRing;
 use crate::stdio::ClientLines;
 use crate::{Config, Connector, Gateway, UpstreamSpec};
 
@@ -255,6 +258,12 @@ impl Harness {
             timeout: Duration::from_secs(10),
             audit: Some(Audit::to_writer(Box::new(audit), false)),
             relay: RelayList::default(),
+            sealing: Sealing {
+                keys: KeyRing::ephemeral().map_err(|e| e.to_string())?,
+                ledger: SealLedger::memory(),
+                ttl: Duration::from_secs(60),
+            },
+            stateless: Default::default(),
         });
         let (client, gateway_side) = tokio::io::duplex(1 << 20);
         let (to_gateway, from_gateway_raw) = {

@@ -25,6 +25,7 @@ use std::time::Duration;
 use toolgate::{Confirmation, Context, Engine, Outcome, RuleSet};
 
 use crate::audit::{Audit, Record};
+use crate::confirm;
 use crate::gate::RelayList;
 use crate::ordered::Ordered;
 use crate::upstream::{self, Fault};
@@ -61,6 +62,8 @@ pub struct Config {
     pub context_json: String,
     /// Count the model's own `confirmed: true` (`--trust-model-confirmation`).
     pub trust_model_confirmation: bool,
+    /// Keys, ledger and lifetime of sealed confirmations (MCP 2026-07-28).
+    pub sealing: crate::confirm::Sealing,
     pub upstream: UpstreamSpec,
     /// How long a request to the upstream may go without an answer (reset by
     /// progress notifications).
@@ -69,6 +72,9 @@ pub struct Config {
     /// Custom methods relayed as they are (`--relay-method`); every other
     /// custom method is refused.
     pub relay: RelayList,
+    /// The upstream session every MCP 2026-07-28 (sessionless) request is
+    /// served on, opened on first use with the gateway's own client info.
+    pub(crate) stateless: tokio::sync::OnceCell<Arc<SessionState>>,
 }
 
 impl Config {
@@ -83,17 +89,62 @@ pub struct Gateway {
     state: Arc<SessionState>,
 }
 
+impl Config {
+    /// Ends the sessionless upstream session, if one was opened.
+    pub async fn shutdown_stateless(&self) {
+        if let Some(state) = self.stateless.get() {
+            Gateway { state: state.clone() }.shutdown().await;
+        }
+    }
+}
+
+impl SessionState {
+    fn new(config: Arc<Config>) -> SessionState {
+        SessionState {
+            config,
+            downstream: OnceLock::new(),
+            upstream: tokio::sync::OnceCell::new(),
+            rules: tokio::sync::Mutex::new(None),
+            progress: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// How the gateway introduces itself to the upstream on the sessionless
+/// path: no client capabilities, since a 2026-07-28 client cannot be reached
+/// in the middle of a call.
+fn gateway_client_info() -> Result<InitializeRequestParams, ErrorData> {
+    from_json(json!({
+        "protocolVersion": rmcp::model::ProtocolVersion::V_2025_11_25,
+        "capabilities": {},
+        "clientInfo": { "name": "toolgate-proxy", "version": env!("CARGO_PKG_VERSION") }
+    }))
+}
+
 impl Gateway {
     pub fn new(config: Arc<Config>) -> Gateway {
         Gateway {
-            state: Arc::new(SessionState {
-                config,
-                downstream: OnceLock::new(),
-                upstream: tokio::sync::OnceCell::new(),
-                rules: tokio::sync::Mutex::new(None),
-                progress: Mutex::new(HashMap::new()),
-            }),
+            state: Arc::new(SessionState::new(config)),
         }
+    }
+
+    /// The session a request is served on: this client session's (the
+    /// handshake era), or, for an MCP 2026-07-28 request, which belongs to
+    /// no session and may come to any replica, the shared sessionless one.
+    async fn session(&self, meta: &rmcp::model::RequestMetaObject) -> Result<Arc<SessionState>, ErrorData> {
+        if self.state.upstream.get().is_some() || !confirm::is_stateless(meta) {
+            return Ok(self.state.clone());
+        }
+        let config = &self.state.config;
+        let shared = config
+            .stateless
+            .get_or_try_init(|| async {
+                let state = Arc::new(SessionState::new(config.clone()));
+                state.connect(gateway_client_info()?).await?;
+                Ok::<_, ErrorData>(state)
+            })
+            .await?;
+        Ok(shared.clone())
     }
 
     /// Ends the upstream session and stops the child, if any.
@@ -167,6 +218,7 @@ enum UnknownTool {
 
 const CONFIRMATION_REQUIRED: &str = "CONFIRMATION_REQUIRED";
 const NOT_FOUND: &str = "NOT_FOUND";
+const STORE_UNAVAILABLE: &str = "STORE_UNAVAILABLE";
 
 fn internal(message: impl Into<Cow<'static, str>>, reason: &str) -> ErrorData {
     ErrorData::new(ErrorCode::INTERNAL_ERROR, message, Some(json!({ "toolgate": reason })))
@@ -568,13 +620,14 @@ impl SessionState {
 
     async fn call_tool(
         &self,
-        mut params: CallToolRequestParams,
+        params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
         let rules = self.rules().await?;
-        let name = params.name.to_string();
-        let call = call_json(&name, params.arguments.as_ref());
-        let context = &self.config.context_json;
+        let call = Call::new(&params, &rules, self);
+        if confirm::is_stateless(&ctx.meta) && (params.request_state.is_some() || params.input_responses.is_some()) {
+            return self.sealed_retry(params, &rules, call, &ctx).await;
+        }
         // The model's own `confirmed: true` counts only where the operator
         // said so; the engine removes it otherwise (docs/spec.md §8).
         let unasked = if self.config.trust_model_confirmation {
@@ -582,49 +635,56 @@ impl SessionState {
         } else {
             Confirmation::None
         };
-        let outcome = rules.set.decide(call.as_bytes(), context, unasked);
-        let revision = rules.set.revision().to_owned();
-        let surface = self.config.surface();
-        let args_value = params.arguments.clone().map(Value::Object);
-        let record = |code: Option<&str>, confirmation: Option<&str>, outcome: &str| {
-            self.audit(Record {
-                tool: &name,
-                code,
-                revision: &revision,
-                surface,
-                confirmation,
-                outcome,
-                arguments: args_value.as_ref(),
-            });
-        };
+        let outcome = rules
+            .set
+            .decide(call.json.as_bytes(), &self.config.context_json, unasked);
         let code = outcome.decision.code.as_deref();
         if outcome.forward.is_some() {
-            let confirmed = outcome.decision.json.contains("\"confirmation_received\":true");
-            record(None, confirmed.then_some("argument"), "forwarded");
+            let taken = outcome.decision.json.contains("\"confirmation_received\":true");
+            call.record(None, taken.then_some("argument"), None, "forwarded");
             return self.forward_call(params, outcome, &ctx).await;
         }
         if code == Some(NOT_FOUND) {
-            record(code, None, "blocked");
-            return rules.unknown.render(&name);
+            call.record(code, None, None, "blocked");
+            return rules.unknown.render(&call.name);
+        }
+        if code != Some(CONFIRMATION_REQUIRED) {
+            call.record(code, None, None, "blocked");
+            return blocked(&outcome);
+        }
+        if confirm::is_stateless(&ctx.meta) {
+            // MCP 2026-07-28: no server-to-client request; the person's
+            // answer comes back with the retried call, sealed to it.
+            if !confirm::declares_form_elicitation(&ctx.meta) {
+                call.record(code, Some("unavailable"), None, "blocked");
+                return blocked(&outcome);
+            }
+            let message = confirm::prompt(&call.name, params.arguments.as_ref());
+            let (result, id) =
+                self.config
+                    .sealing
+                    .input_required(&rules.set, &call.json, CALLER_UNAUTHENTICATED, &message)?;
+            call.record(code, Some("mrtr"), Some(&id), "input_required");
+            return Ok(ServerResult::InputRequiredResult(result));
         }
         let can_elicit = ctx
             .peer
             .supported_elicitation_modes()
             .contains(&rmcp::service::ElicitationMode::Form);
-        if code != Some(CONFIRMATION_REQUIRED) || !can_elicit {
-            record(code, None, "blocked");
+        if !can_elicit {
+            call.record(code, None, None, "blocked");
             return blocked(&outcome);
         }
         // Ask the person.
-        match self.elicit(&ctx, &name, params.arguments.as_ref()).await {
+        match self.elicit(&ctx, &call.name, params.arguments.as_ref()).await {
             Ok(true) => {}
             Ok(false) => {
-                record(code, Some("declined"), "blocked");
+                call.record(code, Some("declined"), None, "blocked");
                 return blocked(&outcome);
             }
             Err(why) => {
-                tracing::warn!(tool = %name, %why, "could not ask the person to confirm");
-                record(code, Some("unavailable"), "blocked");
+                tracing::warn!(tool = %call.name, %why, "could not ask the person to confirm");
+                call.record(code, Some("unavailable"), None, "blocked");
                 return blocked(&outcome);
             }
         }
@@ -633,17 +693,88 @@ impl SessionState {
         // answer is not about the current tool.
         let current = self.rules().await?;
         if !Arc::ptr_eq(&current, &rules) {
-            record(code, Some("stale"), "blocked");
+            call.record(code, Some("stale"), None, "blocked");
             return blocked(&outcome);
         }
-        let confirmed = rules.set.decide(call.as_bytes(), context, Confirmation::Person);
+        let confirmed = rules
+            .set
+            .decide(call.json.as_bytes(), &self.config.context_json, Confirmation::Person);
         if confirmed.forward.is_none() {
-            record(confirmed.decision.code.as_deref(), Some("elicitation"), "blocked");
+            call.record(confirmed.decision.code.as_deref(), Some("elicitation"), None, "blocked");
             return blocked(&confirmed);
         }
-        record(None, Some("elicitation"), "forwarded");
-        params.arguments = None;
+        call.record(None, Some("elicitation"), None, "forwarded");
         self.forward_call(params, confirmed, &ctx).await
+    }
+
+    /// A 2026-07-28 retry carrying the person's answer and the sealed state:
+    /// forwarded once if the state opens with one of this gateway's keys,
+    /// the engine finds it sealed for exactly this call, caller and
+    /// revision and unexpired, the person accepted, and its id was not
+    /// redeemed before on any replica.
+    async fn sealed_retry(
+        &self,
+        params: CallToolRequestParams,
+        rules: &Rules,
+        call: Call<'_>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let context = &self.config.context_json;
+        let invalid = |why: &str| {
+            tracing::info!(tool = %call.name, why, "sealed confirmation refused");
+            let outcome = rules.set.decide(call.json.as_bytes(), context, Confirmation::Invalid);
+            call.record(outcome.decision.code.as_deref(), Some("mrtr"), None, "blocked");
+            blocked(&outcome)
+        };
+        match confirm::answer(params.input_responses.as_ref()) {
+            confirm::Answer::Accept => {}
+            confirm::Answer::Refuse => {
+                let outcome = rules.set.decide(call.json.as_bytes(), context, Confirmation::None);
+                call.record(outcome.decision.code.as_deref(), Some("declined"), None, "blocked");
+                return blocked(&outcome);
+            }
+            confirm::Answer::Missing => return invalid("no answer to the gateway's input request"),
+        }
+        let sealing = &self.config.sealing;
+        let Some(state) = params.request_state.as_deref() else {
+            return invalid("no requestState");
+        };
+        let payload = match sealing.keys.open(state).map(String::from_utf8) {
+            Ok(Ok(payload)) => payload,
+            Ok(Err(_)) => return invalid("not UTF-8"),
+            Err(e) => return invalid(&e.to_string()),
+        };
+        let now = confirm::now_ms();
+        let outcome = rules.set.decide(
+            call.json.as_bytes(),
+            context,
+            Confirmation::Seal {
+                payload: &payload,
+                caller: CALLER_UNAUTHENTICATED,
+                now_ms: now,
+            },
+        );
+        let Some((id, expires_ms)) = confirm::seal_id(&payload) else {
+            return invalid("no id in the payload");
+        };
+        if outcome.forward.is_none() {
+            call.record(outcome.decision.code.as_deref(), Some("mrtr"), Some(&id), "blocked");
+            return blocked(&outcome);
+        }
+        match sealing.ledger.redeem(&id, expires_ms, now).await {
+            Ok(true) => {}
+            Ok(false) => return invalid("already redeemed"),
+            Err(e) => {
+                tracing::error!(error = %e, "the confirmation store is unreachable");
+                call.record(Some(STORE_UNAVAILABLE), Some("mrtr"), Some(&id), "blocked");
+                return blocked(&Outcome::fault(STORE_UNAVAILABLE));
+            }
+        }
+        call.record(None, Some("mrtr"), Some(&id), "forwarded");
+        let mut params = params;
+        params.input_responses = None;
+        params.request_state = None;
+        self.forward_call(params, outcome, ctx).await
     }
 
     /// Forwards the call exactly as the engine returned it.
@@ -671,31 +802,53 @@ impl SessionState {
         tool: &str,
         arguments: Option<&Map<String, Value>>,
     ) -> Result<bool, String> {
-        let args = serde_json::to_string_pretty(&arguments.cloned().unwrap_or_default()).unwrap_or_default();
-        // What the person approves is what runs: invisible, bidirectional and
-        // separator characters (which JSON leaves raw) are shown as escapes.
-        // The pretty-printer's own line breaks are the only raw ones.
-        let args = args
-            .split('\n')
-            .map(policy_core::escape_for_person)
-            .collect::<Vec<_>>()
-            .join("\n");
-        let tool = policy_core::escape_for_person(tool);
-        let message = format!(
-            "Allow the tool call `{tool}` with exactly these arguments?\n{args}\n\nIt changes something. Accept to run it once; decline to refuse."
-        );
-        let params = serde_json::from_value(json!({
-            "mode": "form",
-            "message": message,
-            "requestedSchema": { "type": "object", "properties": {} }
-        }))
-        .map_err(|e| e.to_string())?;
+        let params = serde_json::from_value(confirm::elicitation_params(&confirm::prompt(tool, arguments)))
+            .map_err(|e| e.to_string())?;
         let answer = ctx
             .peer
             .create_elicitation_with_timeout(params, Some(self.config.timeout))
             .await
             .map_err(|e| e.to_string())?;
         Ok(answer.action == rmcp::model::ElicitationAction::Accept)
+    }
+}
+
+/// The caller named in seals until the gateway authenticates callers.
+const CALLER_UNAUTHENTICATED: &str = "";
+
+/// One `tools/call` being decided: what its audit lines share.
+struct Call<'a> {
+    name: String,
+    /// `{"name", "arguments"}` as the engine reads it.
+    json: String,
+    revision: &'a str,
+    arguments: Option<Value>,
+    state: &'a SessionState,
+}
+
+impl<'a> Call<'a> {
+    fn new(params: &CallToolRequestParams, rules: &'a Rules, state: &'a SessionState) -> Call<'a> {
+        let name = params.name.to_string();
+        Call {
+            json: call_json(&name, params.arguments.as_ref()),
+            name,
+            revision: rules.set.revision(),
+            arguments: params.arguments.clone().map(Value::Object),
+            state,
+        }
+    }
+
+    fn record(&self, code: Option<&str>, confirmation: Option<&str>, seal: Option<&str>, outcome: &str) {
+        self.state.audit(Record {
+            tool: &self.name,
+            code,
+            revision: self.revision,
+            surface: self.state.config.surface(),
+            confirmation,
+            seal,
+            outcome,
+            arguments: self.arguments.as_ref(),
+        });
     }
 }
 
@@ -739,6 +892,15 @@ async fn cancel_upstream(peer: &Peer<RoleClient>, id: RequestId) -> Result<(), S
     peer.send_notification(notification).await
 }
 
+/// What the gateway says about itself: the upstream's own server info.
+fn server_config(state: &SessionState) -> rmcp::model::ServerConfig {
+    state
+        .upstream
+        .get()
+        .and_then(|up| serde_json::from_value(initialize_info(&up.info)).ok())
+        .unwrap_or_default()
+}
+
 fn initialize_info(info: &Value) -> Value {
     let mut info = info.clone();
     if let Some(obj) = info.as_object_mut() {
@@ -771,7 +933,8 @@ macro_rules! relay {
             context: RequestContext<RoleServer>,
         ) -> impl Future<Output = Result<$ret, ErrorData>> + Send + '_ {
             async move {
-                let result = self.state.relay($method, &request, &context).await?;
+                let state = self.session(&context.meta).await?;
+                let result = state.relay($method, &request, &context).await?;
                 $conv(result)
             }
         }
@@ -829,22 +992,26 @@ impl ServerHandler for Gateway {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {
-        // The initialize lifecycle only: a client session is one upstream session.
-        Cow::Owned(
-            rmcp::model::ProtocolVersion::KNOWN_VERSIONS
-                .iter()
-                .filter(|v| v.has_initialize())
-                .cloned()
-                .collect(),
-        )
+        // Both eras: a handshake-era client session is one upstream session;
+        // 2026-07-28 requests share the sessionless one.
+        Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
     }
 
     fn get_info(&self) -> rmcp::model::ServerConfig {
-        self.state
-            .upstream
-            .get()
-            .and_then(|up| serde_json::from_value(initialize_info(&up.info)).ok())
-            .unwrap_or_default()
+        server_config(&self.state)
+    }
+
+    fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<rmcp::model::DiscoverResult, ErrorData>> + Send + '_ {
+        async move {
+            let state = self.session(&context.meta).await?;
+            Ok(rmcp::model::DiscoverResult::from_server_info(
+                ServerHandler::supported_protocol_versions(self).into_owned(),
+                server_config(&state),
+            ))
+        }
     }
 
     relay!(
@@ -946,7 +1113,7 @@ impl ServerHandler for Gateway {
         _request: Option<rmcp::model::PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<rmcp::model::ListToolsResult, ErrorData>> + Send + '_ {
-        async move { typed(self.state.list_tools().await?) }
+        async move { typed(self.session(&_context.meta).await?.list_tools().await?) }
     }
 
     fn call_tool(
@@ -955,7 +1122,8 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + '_ {
         async move {
-            match self.state.call_tool(request, context).await {
+            let state = self.session(&context.meta).await?;
+            match state.call_tool(request, context).await {
                 Ok(result) => call_response(result),
                 Err(e) => Err(e),
             }
@@ -982,7 +1150,8 @@ impl ServerHandler for Gateway {
             }
             request.extensions = Extensions::default();
             let result = self
-                .state
+                .session(&context.meta)
+                .await?
                 .forward(ClientRequest::CustomRequest(request), &context)
                 .await?;
             typed(result)

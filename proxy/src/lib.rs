@@ -11,13 +11,16 @@
 
 mod audit;
 mod cli;
+pub mod confirm;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gate;
 mod gateway;
 mod http;
+pub mod ledger;
 mod ordered;
+pub mod seal;
 pub mod stdio;
 mod upstream;
 

@@ -1,0 +1,262 @@
+//! Sealed `requestState` (MCP 2026-07-28, SEP-2322): the engine's seal
+//! payload (docs/spec.md §8) encrypted and authenticated with the gateway's
+//! keys, so the client carries a pending confirmation it can neither read nor
+//! forge.
+//!
+//! The construction is the official Python SDK's `AESGCMRequestStateCodec`
+//! (mcp 2.3) with toolgate's own labels, so a token of one can never be
+//! opened as the other even under the same operator secret:
+//! - key = HKDF-SHA256(secret, no salt, info `toolgate/request-state/v1/aes-256-gcm`), 32 bytes;
+//! - key id = SHA-256(`toolgate/request-state/v1/kid:` ‖ key)[..4], a public fingerprint;
+//! - token = `tg1.` ‖ base64url-unpadded(key id ‖ 12-byte random nonce ‖ AES-256-GCM(payload) ‖ tag),
+//!   with `tg1.` ‖ key id as associated data.
+//!
+//! A ring of keys: the first seals, every key opens (rotation without
+//! dropping pending confirmations). What the payload binds and when it
+//! expires is checked by the engine; one-time use by the ledger.
+
+use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::{Digest, Sha256};
+
+const PREFIX: &str = "tg1.";
+const KDF_INFO: &[u8] = b"toolgate/request-state/v1/aes-256-gcm";
+const KID_INFO: &[u8] = b"toolgate/request-state/v1/kid:";
+const KID_LEN: usize = 4;
+const NONCE_LEN: usize = 12;
+const TAG_LEN: usize = 16;
+/// An operator secret shorter than this is refused.
+pub const MIN_SECRET_LEN: usize = 32;
+/// The longest token opened: a seal payload is a few hundred bytes.
+const MAX_TOKEN_LEN: usize = 16 * 1024;
+
+/// Why a key ring could not be built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KeyError {
+    #[error("no state secret given")]
+    Empty,
+    #[error("state secret {index} is {len} bytes; at least {MIN_SECRET_LEN} bytes of secret randomness are needed")]
+    TooShort { index: usize, len: usize },
+    #[error("state secret {index} repeats an earlier one")]
+    Duplicate { index: usize },
+    #[error("no randomness available for a key: {0}")]
+    Random(String),
+}
+
+/// Why a token was not opened. Callers answer every one of these alike
+/// (`CONFIRMATION_INVALID`): which check failed is for the log only.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum OpenError {
+    #[error("malformed token")]
+    Malformed,
+    #[error("sealed with a key this gateway does not hold")]
+    UnknownKey,
+    #[error("altered or forged token")]
+    Forged,
+}
+
+struct RingKey {
+    kid: [u8; KID_LEN],
+    cipher: Aes256Gcm,
+}
+
+/// The gateway's sealing keys.
+pub struct KeyRing {
+    keys: Vec<RingKey>,
+    /// Whether the key was made up at start (one replica only).
+    ephemeral: bool,
+}
+
+impl std::fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyRing")
+            .field("keys", &self.keys.len())
+            .field("ephemeral", &self.ephemeral)
+            .finish()
+    }
+}
+
+fn derive(secret: &[u8]) -> RingKey {
+    let hkdf = hkdf::Hkdf::<Sha256>::new(None, secret);
+    let mut key = [0u8; 32];
+    // 32 bytes is far below HKDF-SHA256's output limit: this cannot fail.
+    let _ = hkdf.expand(KDF_INFO, &mut key);
+    let mut kid = [0u8; KID_LEN];
+    let digest = Sha256::new().chain_update(KID_INFO).chain_update(key).finalize();
+    kid.copy_from_slice(digest.get(..KID_LEN).unwrap_or(&[0; KID_LEN]));
+    RingKey {
+        kid,
+        cipher: Aes256Gcm::new(&key.into()),
+    }
+}
+
+impl KeyRing {
+    /// A ring from operator secrets, the sealing one first.
+    pub fn new<S: AsRef<[u8]>>(secrets: &[S]) -> Result<KeyRing, KeyError> {
+        if secrets.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        let mut keys: Vec<RingKey> = Vec::with_capacity(secrets.len());
+        for (index, secret) in secrets.iter().enumerate() {
+            let secret = secret.as_ref();
+            if secret.len() < MIN_SECRET_LEN {
+                return Err(KeyError::TooShort {
+                    index,
+                    len: secret.len(),
+                });
+            }
+            let key = derive(secret);
+            if keys.iter().any(|k| k.kid == key.kid) {
+                return Err(KeyError::Duplicate { index });
+            }
+            keys.push(key);
+        }
+        Ok(KeyRing { keys, ephemeral: false })
+    }
+
+    /// A random key for this process only.
+    pub fn ephemeral() -> Result<KeyRing, KeyError> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| KeyError::Random(e.to_string()))?;
+        let mut ring = KeyRing::new(&[secret])?;
+        ring.ephemeral = true;
+        Ok(ring)
+    }
+
+    /// Secrets from text: one per line (blank lines and `#` comments
+    /// skipped), the sealing secret first, as in `--state-secret-file`
+    /// and `TOOLGATE_STATE_SECRET` (where `,` also separates).
+    pub fn from_text(text: &str) -> Result<KeyRing, KeyError> {
+        let secrets: Vec<&str> = text
+            .lines()
+            .flat_map(|line| line.split(','))
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && !s.starts_with('#'))
+            .collect();
+        KeyRing::new(&secrets)
+    }
+
+    pub fn is_ephemeral(&self) -> bool {
+        self.ephemeral
+    }
+
+    /// The sealing key's public fingerprint (hex), for start-up messages.
+    pub fn fingerprint(&self) -> String {
+        self.keys
+            .first()
+            .map(|k| k.kid.iter().map(|b| format!("{b:02x}")).collect())
+            .unwrap_or_default()
+    }
+
+    /// Encrypts `payload` under the first key.
+    pub fn seal(&self, payload: &[u8]) -> Result<String, KeyError> {
+        let key = self.keys.first().ok_or(KeyError::Empty)?;
+        let mut nonce = [0u8; NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|e| KeyError::Random(e.to_string()))?;
+        let aad = associated_data(&key.kid);
+        let sealed = key
+            .cipher
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: payload,
+                    aad: &aad,
+                },
+            )
+            .map_err(|_| KeyError::Random("encryption failed".into()))?;
+        let mut raw = Vec::with_capacity(KID_LEN + NONCE_LEN + sealed.len());
+        raw.extend_from_slice(&key.kid);
+        raw.extend_from_slice(&nonce);
+        raw.extend_from_slice(&sealed);
+        Ok(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(raw)))
+    }
+
+    /// Decrypts a token sealed by any key of the ring.
+    pub fn open(&self, token: &str) -> Result<Vec<u8>, OpenError> {
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(OpenError::Malformed);
+        }
+        let body = token.strip_prefix(PREFIX).ok_or(OpenError::Malformed)?;
+        let raw = URL_SAFE_NO_PAD.decode(body).map_err(|_| OpenError::Malformed)?;
+        // Only the canonical encoding opens: one token, one spelling.
+        if URL_SAFE_NO_PAD.encode(&raw) != body || raw.len() < KID_LEN + NONCE_LEN + TAG_LEN {
+            return Err(OpenError::Malformed);
+        }
+        let (kid, rest) = raw.split_at(KID_LEN);
+        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.kid.as_slice() == kid)
+            .ok_or(OpenError::UnknownKey)?;
+        let aad = associated_data(&key.kid);
+        key.cipher
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: sealed, aad: &aad })
+            .map_err(|_| OpenError::Forged)
+    }
+}
+
+fn associated_data(kid: &[u8; KID_LEN]) -> Vec<u8> {
+    let mut aad = PREFIX.as_bytes().to_vec();
+    aad.extend_from_slice(kid);
+    aad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "an-operator-secret-of-at-least-32-bytes-A";
+    const B: &str = "an-operator-secret-of-at-least-32-bytes-B";
+
+    #[test]
+    fn seals_and_opens_with_rotation() {
+        let old = KeyRing::new(&[A]).unwrap();
+        let token = old.seal(b"payload").unwrap();
+        assert!(token.starts_with("tg1."));
+        assert_eq!(old.open(&token).unwrap(), b"payload");
+        // Rotated: B seals, A still opens.
+        let rotated = KeyRing::new(&[B, A]).unwrap();
+        assert_eq!(rotated.open(&token).unwrap(), b"payload");
+        assert_eq!(old.open(&rotated.seal(b"new").unwrap()), Err(OpenError::UnknownKey));
+        // Two seals of one payload differ (fresh nonce).
+        assert_ne!(old.seal(b"payload").unwrap(), token);
+    }
+
+    #[test]
+    fn refuses_other_keys_tampering_and_bad_secrets() {
+        let ring = KeyRing::new(&[A]).unwrap();
+        let token = ring.seal(b"payload").unwrap();
+        assert_eq!(KeyRing::new(&[B]).unwrap().open(&token), Err(OpenError::UnknownKey));
+        let mut raw = URL_SAFE_NO_PAD.decode(token.strip_prefix(PREFIX).unwrap()).unwrap();
+        let last = raw.len() - 1;
+        raw[last] ^= 1;
+        let tampered = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&raw));
+        assert_eq!(ring.open(&tampered), Err(OpenError::Forged));
+        raw[last] ^= 1;
+        raw[KID_LEN + NONCE_LEN] ^= 0x80;
+        let tampered = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&raw));
+        assert_eq!(ring.open(&tampered), Err(OpenError::Forged));
+        for bad in [
+            "",
+            "tg1.",
+            "v1.abc",
+            "tg1.!!!!",
+            &format!("{token}="),
+            &token.replace("tg1.", "tg2."),
+        ] {
+            assert!(ring.open(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            KeyRing::new(&["short"]).unwrap_err(),
+            KeyError::TooShort { index: 0, len: 5 }
+        );
+        assert_eq!(KeyRing::new(&[A, A]).unwrap_err(), KeyError::Duplicate { index: 1 });
+        assert_eq!(KeyRing::new::<&str>(&[]).unwrap_err(), KeyError::Empty);
+        let from_text = KeyRing::from_text(&format!("# current first\n{B}\n\n{A}\n")).unwrap();
+        assert_eq!(from_text.open(&token).unwrap(), b"payload");
+        assert!(KeyRing::ephemeral().unwrap().is_ephemeral());
+    }
+}
