@@ -255,7 +255,9 @@ impl UnknownTool {
             UnknownTool::Result { probe, json } => {
                 let text = json.replace(probe.as_str(), escaped);
                 let result: CallToolResult = serde_json::from_str(&text).map_err(|_| default_unknown(name))?;
-                Ok(ServerResult::CallToolResult(result))
+                let mut result = ServerResult::CallToolResult(result);
+                stamp_complete(&mut result);
+                Ok(result)
             }
         }
     }
@@ -544,7 +546,10 @@ impl SessionState {
         };
         self.progress_map().remove(&upstream_token);
         match result {
-            Ok(r) => Ok(r),
+            Ok(mut r) => {
+                stamp_complete(&mut r);
+                Ok(r)
+            }
             Err(e) => Err(self.upstream_error(e, &method).await),
         }
     }
@@ -615,7 +620,9 @@ impl SessionState {
         })?;
         let value: Value = serde_json::from_str(&listed)
             .map_err(|e| internal(format!("toolgate proxy: unreadable tools/list: {e}"), "ENGINE_ERROR"))?;
-        Ok(ServerResult::ListToolsResult(from_json(value)?))
+        let mut result = ServerResult::ListToolsResult(from_json(value)?);
+        stamp_complete(&mut result);
+        Ok(result)
     }
 
     async fn call_tool(
@@ -872,7 +879,29 @@ fn blocked(outcome: &Outcome) -> Result<ServerResult, ErrorData> {
             "ENGINE_ERROR",
         )
     })?;
-    Ok(ServerResult::CallToolResult(result))
+    let mut result = ServerResult::CallToolResult(result);
+    stamp_complete(&mut result);
+    Ok(result)
+}
+
+/// MCP 2026-07-28 results say `resultType: "complete"`; results read from
+/// a handshake-era upstream or built from the engine's JSON lack it. rmcp
+/// removes it again for handshake-era clients.
+fn stamp_complete(result: &mut ServerResult) {
+    let result_type = match result {
+        ServerResult::CompleteResult(r) => &mut r.result_type,
+        ServerResult::GetPromptResult(r) => &mut r.result_type,
+        ServerResult::ListPromptsResult(r) => &mut r.result_type,
+        ServerResult::ListResourcesResult(r) => &mut r.result_type,
+        ServerResult::ListResourceTemplatesResult(r) => &mut r.result_type,
+        ServerResult::ReadResourceResult(r) => &mut r.result_type,
+        ServerResult::ListToolsResult(r) => &mut r.result_type,
+        ServerResult::CallToolResult(r) => &mut r.result_type,
+        ServerResult::ListSkillsResult(r) => &mut r.result_type,
+        ServerResult::GetSkillResult(r) => &mut r.result_type,
+        _ => return,
+    };
+    result_type.get_or_insert(rmcp::model::ResultType::COMPLETE);
 }
 
 fn start_failed(what: &str, why: Option<String>) -> ErrorData {

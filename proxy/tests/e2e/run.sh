@@ -20,6 +20,23 @@ VENV="$HERE/.venv"
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q -r requirements.lock
+# The official SDK's 2026-07-28 client (mcp 2.x) beside the 1.x one above.
+VENV_MRTR="$HERE/.venv-mrtr"
+rm -rf "$VENV_MRTR"
+python3 -m venv "$VENV_MRTR"
+"$VENV_MRTR/bin/python" -m pip install -q -r requirements-mrtr.lock
+
+echo "== proxy e2e: redis-server (Debian's package) for the replicas' shared ledger"
+if ! command -v redis-server >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null
+  else
+    echo "redis-server is not installed and this is not root: install Debian's redis-server" >&2
+    exit 1
+  fi
+fi
+REDIS_SERVER="$(command -v redis-server)"
 
 echo "== proxy e2e: build"
 # The same selection and targets as ./test's build, so this is a no-op
@@ -34,6 +51,9 @@ echo "== proxy e2e: server-filesystem through the proxy (Python SDK client)"
 echo "== proxy e2e: the gate (raw JSON-RPC over stdio and HTTP), message order"
 "$VENV/bin/python" "$HERE/gate.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" \
   "$HERE/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+echo "== proxy e2e: MCP 2026-07-28 (mcp 2.3 client): input_required, sealed requestState, two replicas, Redis"
+"$VENV_MRTR/bin/python" "$HERE/mrtr.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" "$REDIS_SERVER"
 
 if [ -x "$HERE/conformance.sh" ] && [ "${TOOLGATE_SKIP_CONFORMANCE:-}" != 1 ]; then
   echo "== proxy e2e: MCP conformance suite, direct vs through the proxy"

@@ -1,0 +1,227 @@
+"""MCP 2026-07-28 through `toolgate proxy --listen`, with the official Python
+SDK (`mcp` 2.3) as the client and the real filesystem server behind: a
+write confirmed through `input_required` with a sealed `requestState`,
+retried on another replica, never twice, never with another key, another
+call, a tampered or an expired state; the one-time ledger on a real Redis.
+
+Usage: mrtr.py PROXY_BIN NODE_BIN SERVER_JS REDIS_SERVER_BIN
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from mcp import Client
+from mcp.types import ElicitResult, InputRequiredResult
+
+warnings.simplefilter("ignore")
+PROXY, NODE, SERVER, REDIS = sys.argv[1:5]
+SECRET = "a-shared-state-secret-for-the-replicas-0123456789"
+OTHER_SECRET = "another-deployment-state-secret-abcdefghijklmnop"
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
+    if not ok:
+        failures.append(name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def blocked_code(result):
+    """The code of a blocked result (its text is the decision's JSON)."""
+    if not getattr(result, "is_error", False):
+        return None
+    try:
+        return json.loads(result.content[0].text)["error"]["code"]
+    except (IndexError, KeyError, ValueError, AttributeError):
+        return "unreadable"
+
+
+class Replica:
+    def __init__(self, name, root, audit, *flags, secret=SECRET, store=None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        env = dict(os.environ, TOOLGATE_STATE_SECRET=secret)
+        args = [PROXY, "--listen", f"127.0.0.1:{self.port}", "--audit", str(audit), *flags]
+        if store:
+            args += ["--store", store]
+        args += ["--", NODE, SERVER, str(root)]
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=open(root.parent / f"{name}.log", "w"))
+        wait_port(self.port)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+async def accept(_ctx, params):
+    accept.asked.append(params.message)
+    return ElicitResult(action="accept", content={})
+
+
+async def decline(_ctx, params):
+    decline.asked.append(params.message)
+    return ElicitResult(action="decline")
+
+
+accept.asked = []
+decline.asked = []
+ACCEPT = {"toolgate_confirm": ElicitResult(action="accept", content={})}
+
+
+async def first_leg(url, args):
+    async with Client(url, mode="2026-07-28", elicitation_callback=accept) as c:
+        return await c.session.call_tool("write_file", args, allow_input_required=True)
+
+
+async def retry(url, args, state, responses=ACCEPT):
+    async with Client(url, mode="2026-07-28", elicitation_callback=accept) as c:
+        return await c.session.call_tool(
+            "write_file", args, input_responses=responses, request_state=state, allow_input_required=True
+        )
+
+
+async def main():
+    tmp = Path(tempfile.mkdtemp(prefix="toolgate-mrtr-"))
+    root = tmp / "root"
+    root.mkdir()
+    audit = tmp / "audit.jsonl"
+    redis_port = free_port()
+    redis = subprocess.Popen(
+        [REDIS, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_port(redis_port)
+    store = f"redis://127.0.0.1:{redis_port}"
+    a = Replica("a", root, audit, store=store)
+    b = Replica("b", root, audit, store=store)
+    other = Replica("other", root, audit, secret=OTHER_SECRET, store=store)
+    short = Replica("short", root, audit, "--confirm-ttl", "1", store=store)
+    replicas = [a, b, other, short]
+    try:
+        # 1. A 2026-07-28 client: tools listed, a write confirmed by the person.
+        async with Client(a.url, mode="2026-07-28", elicitation_callback=accept) as c:
+            names = [t.name for t in (await c.list_tools()).tools]
+            check("2026-07-28: tools/list through the gateway", "write_file" in names and "read_text_file" in names, names)
+            target = root / "accepted.txt"
+            r = await c.call_tool("write_file", {"path": str(target), "content": "exact\u202econtent\n"})
+            check("2026-07-28: accept -> the write ran", not r.is_error, r)
+            check("...and the file has exactly the content", target.exists() and target.read_text() == "exact\u202econtent\n")
+            check(
+                "...the person was shown the tool and the exact arguments, U+202E escaped",
+                bool(accept.asked) and "write_file" in accept.asked[-1] and "\\u{202E}" in accept.asked[-1] and "\u202e" not in accept.asked[-1],
+                accept.asked,
+            )
+        async with Client(a.url, mode="2026-07-28", elicitation_callback=decline) as c:
+            target = root / "declined.txt"
+            r = await c.call_tool("write_file", {"path": str(target), "content": "no\n"})
+            check("2026-07-28: decline -> CONFIRMATION_REQUIRED, nothing run", blocked_code(r) == "CONFIRMATION_REQUIRED" and decline.asked, r)
+            check("...no file", not target.exists())
+        # 2. auto mode discovers 2026-07-28; handshake-era clients still work.
+        async with Client(a.url, mode="auto", elicitation_callback=accept) as c:
+            check("auto: negotiates 2026-07-28 via server/discover", str(c.protocol_version) == "2026-07-28", c.protocol_version)
+            target = root / "auto.txt"
+            r = await c.call_tool("write_file", {"path": str(target), "content": "auto\n"})
+            check("auto: accepted write ran", not r.is_error and target.read_text() == "auto\n", r)
+        async with Client(a.url, mode="legacy", elicitation_callback=accept) as c:
+            check("legacy client on the same endpoint: a 2025 handshake", str(c.protocol_version).startswith("2025"), c.protocol_version)
+            target = root / "legacy.txt"
+            r = await c.call_tool("write_file", {"path": str(target), "content": "legacy\n"})
+            check("legacy: elicited write ran", not r.is_error and target.read_text() == "legacy\n", r)
+
+        # 3. The manual legs, across replicas.
+        target = root / "sealed.txt"
+        args = {"path": str(target), "content": "sealed\n", "confirmed": True}
+        r1 = await first_leg(a.url, args)
+        check("leg 1: input_required even with the model's confirmed: true", isinstance(r1, InputRequiredResult), r1)
+        state = r1.request_state
+        check("leg 1: a sealed, opaque requestState", state.startswith("tg1.") and "write_file" not in state, state)
+        (req,) = r1.input_requests.values()
+        check("leg 1: one form elicitation naming the path", req.params.mode == "form" and json.dumps(str(target))[1:-1] in req.params.message, req)
+        check("leg 1: nothing written yet", not target.exists())
+        plain = {"path": str(target), "content": "sealed\n"}
+        for label, replica, call_args in [
+            ("another key", other, plain),
+            ("another path", a, {"path": str(root / "elsewhere.txt"), "content": "sealed\n"}),
+            ("other content", a, {"path": str(target), "content": "sealed!\n"}),
+        ]:
+            r = await retry(replica.url, call_args, state)
+            check(f"retry with {label}: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        r = await retry(a.url, plain, state[:-2] + ("A" if state[-2] != "A" else "B") + state[-1])
+        check("retry with a tampered state: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        r = await retry(a.url, plain, state, responses={})
+        check("retry without the person's answer: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        check("...none of them wrote anything", not target.exists() and not (root / "elsewhere.txt").exists())
+        r = await retry(b.url, plain, state)
+        check("retry on the second replica (same key): the write runs", not r.is_error and target.read_text() == "sealed\n", r)
+        target.unlink()
+        for label, replica in [("the same replica", b), ("the first replica", a)]:
+            r = await retry(replica.url, plain, state)
+            check(f"replay on {label}: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        check("...the replays wrote nothing", not target.exists())
+
+        # 4. Expiry.
+        expiring = {"path": str(root / "late.txt"), "content": "late\n"}
+        r1 = await first_leg(short.url, expiring)
+        await asyncio.sleep(1.3)
+        r = await retry(short.url, expiring, r1.request_state)
+        check("retry after --confirm-ttl: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        check("...no file", not (root / "late.txt").exists())
+
+        # 5. The store down: nothing runs.
+        later = {"path": str(root / "nostore.txt"), "content": "x\n"}
+        r1 = await first_leg(a.url, later)
+        redis.terminate()
+        redis.wait(10)
+        r = await retry(a.url, later, r1.request_state)
+        check("store unreachable: STORE_UNAVAILABLE, not forwarded", blocked_code(r) == "STORE_UNAVAILABLE", r)
+        check("...no file", not (root / "nostore.txt").exists())
+
+        lines = [json.loads(x) for x in audit.read_text().splitlines()]
+        mrtr = [x for x in lines if x.get("confirmation") == "mrtr"]
+        check("audit: mrtr lines carry the seal id", mrtr and all(x.get("seal") for x in mrtr if x["outcome"] != "blocked" or x.get("seal")), mrtr[:3])
+        check(
+            "audit: exactly one sealed call was forwarded per accepted seal",
+            sum(1 for x in mrtr if x["outcome"] == "forwarded") == len({x["seal"] for x in mrtr if x["outcome"] == "forwarded"}),
+            mrtr,
+        )
+        check("audit: no argument values", not any("arguments" in x for x in lines))
+    finally:
+        for r in replicas:
+            r.stop()
+        if redis.poll() is None:
+            redis.terminate()
+    passed = sum(1 for _ in range(0))
+    print(f"{'FAILED: ' + ', '.join(failures) if failures else 'all mrtr checks passed'}")
+    return 1 if failures else 0
+
+
+sys.exit(asyncio.run(main()))
