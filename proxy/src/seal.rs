@@ -260,3 +260,117 @@ mod tests {
         assert!(KeyRing::ephemeral().unwrap().is_ephemeral());
     }
 }
+
+/// `tests/vectors/seals/request-state.json`: tokens this gateway sealed,
+/// which every host's codec must open to the same payload (or refuse), and
+/// whose payloads the engine must then accept for the call. Written once
+/// with `TOOLGATE_WRITE_SEAL_VECTORS=1 cargo test -p toolgate-proxy seal_vectors`
+/// (nonces are random), checked by every run.
+#[cfg(test)]
+mod vectors {
+    use super::*;
+    use serde_json::{Value, json};
+
+    const CURRENT: &str = "toolgate-seal-vectors-current-secret-0123456789";
+    const PREVIOUS: &str = "toolgate-seal-vectors-previous-secret-abcdefghij";
+    const FOREIGN: &str = "toolgate-seal-vectors-foreign-secret-ZYXWVUTSRQ";
+
+    fn path() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors/seals/request-state.json")
+    }
+
+    fn payload_for(rules: &policy_core::Rules, call: &Value, id: &str) -> String {
+        rules
+            .seal_payload(call.to_string().as_bytes(), "user-7", id, 1_900_000_000_000)
+            .unwrap()
+    }
+
+    fn write() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors/fixtures");
+        let rules = policy_core::Rules::load(
+            Some(&std::fs::read_to_string(dir.join("plans-policy.yaml")).unwrap()),
+            &std::fs::read_to_string(dir.join("plans-catalog.json")).unwrap(),
+        )
+        .unwrap();
+        let call = json!({"name": "alterar_plano", "arguments": {"customer_id": "c-1", "new_plan_id": "PRO"}});
+        let current = KeyRing::new(&[CURRENT]).unwrap();
+        let previous = KeyRing::new(&[PREVIOUS]).unwrap();
+        let foreign = KeyRing::new(&[FOREIGN]).unwrap();
+        let p1 = payload_for(&rules, &call, "AAAAAAAAAAAAAAAAAAAAAA");
+        let p2 = payload_for(&rules, &call, "BBBBBBBBBBBBBBBBBBBBBB");
+        let t1 = current.seal(p1.as_bytes()).unwrap();
+        let t2 = previous.seal(p2.as_bytes()).unwrap();
+        let mut raw = URL_SAFE_NO_PAD.decode(t1.strip_prefix(PREFIX).unwrap()).unwrap();
+        let at = raw.len() - 20;
+        raw[at] ^= 0x01;
+        let tampered = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&raw));
+        let now = 1_899_999_000_000u64;
+        let case = |name: &str, token: &str, payload: Option<&str>, call: &Value, code: Value| json!({"name": name, "token": token, "payload": payload, "call": call, "caller": "user-7", "now_ms": now, "expect_code": code});
+        let other_call = json!({"name": "alterar_plano", "arguments": {"customer_id": "c-1", "new_plan_id": "MAX"}});
+        let doc = json!({
+            "spec": "§8",
+            "description": "requestState tokens sealed by the Rust gateway (proxy/src/seal.rs: AES-256-GCM under HKDF-SHA256, `tg1.` + base64url(key id | nonce | ciphertext | tag)). Every host opens each token with the ring `secrets` (the first seals, all open) to exactly `payload`, or refuses it when `payload` is null; then decides `call` with the opened payload as a seal (caller, now_ms) against the plans fixtures and gets `expect_code`.",
+            "secrets": [CURRENT, PREVIOUS],
+            "policy": "../fixtures/plans-policy.yaml",
+            "catalog": "../fixtures/plans-catalog.json",
+            "cases": [
+                case("sealed with the current key", &t1, Some(&p1), &call, Value::Null),
+                case("sealed with the previous key (rotation)", &t2, Some(&p2), &call, Value::Null),
+                case("opened, but retried with other arguments", &t1, Some(&p1), &other_call, json!("CONFIRMATION_INVALID")),
+                case("sealed with a key not in the ring", &foreign.seal(p1.as_bytes()).unwrap(), None, &call, Value::Null),
+                case("one ciphertext bit flipped", &tampered, None, &call, Value::Null),
+                case("padded base64 (not the canonical spelling)", &format!("{t1}="), None, &call, Value::Null),
+                case("another format's prefix", &t1.replacen("tg1.", "v1.", 1), None, &call, Value::Null),
+            ]
+        });
+        let mut text = serde_json::to_string_pretty(&doc).unwrap();
+        text.push('\n');
+        std::fs::write(path(), text).unwrap();
+    }
+
+    #[test]
+    fn seal_vectors() {
+        if std::env::var_os("TOOLGATE_WRITE_SEAL_VECTORS").is_some() {
+            write();
+        }
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path()).unwrap()).unwrap();
+        let secrets: Vec<&str> = doc["secrets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        let ring = KeyRing::new(&secrets).unwrap();
+        let dir = path().parent().unwrap().to_owned();
+        let rules = policy_core::Rules::load(
+            Some(&std::fs::read_to_string(dir.join(doc["policy"].as_str().unwrap())).unwrap()),
+            &std::fs::read_to_string(dir.join(doc["catalog"].as_str().unwrap())).unwrap(),
+        )
+        .unwrap();
+        for case in doc["cases"].as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let opened = ring.open(case["token"].as_str().unwrap());
+            match case["payload"].as_str() {
+                None => assert!(opened.is_err(), "{name}: opened"),
+                Some(payload) => {
+                    let opened = String::from_utf8(opened.unwrap_or_else(|e| panic!("{name}: {e}"))).unwrap();
+                    assert_eq!(opened, payload, "{name}");
+                    let outcome = rules.decide(
+                        case["call"].to_string().as_bytes(),
+                        "{}",
+                        policy_core::Confirmation::Seal(policy_core::OpenedSeal {
+                            payload: &opened,
+                            caller: case["caller"].as_str().unwrap(),
+                            now_ms: case["now_ms"].as_u64().unwrap(),
+                        }),
+                    );
+                    assert_eq!(
+                        outcome.decision.code.map(|c| c.as_str()),
+                        case["expect_code"].as_str(),
+                        "{name}"
+                    );
+                }
+            }
+        }
+    }
+}
