@@ -70,8 +70,10 @@ pub struct Outcome {
     /// MCP `CallToolResult` to answer with. `None` when allowed and for
     /// `NOT_FOUND`, which a host answers as its server answers an unknown tool.
     pub blocked_result: Option<String>,
-    /// The call digest, when the call names a visible tool with object
-    /// arguments: what approvals and seals bind.
+    /// The call digest (what approvals and seals bind) when a confirmation
+    /// is pending (`CONFIRMATION_REQUIRED`), refused (`CONFIRMATION_INVALID`)
+    /// or was given (person, seal) for a visible tool: not computed for
+    /// other decisions, so an ordinary call does not pay for a hash.
     pub digest: Option<String>,
 }
 
@@ -205,12 +207,14 @@ impl Rules {
                 return self.denied(decision, has_output_schema, None);
             }
         };
-        let digest = call_digest(&tool.name, args);
+        // The digest costs a hash: computed where a confirmation is pending
+        // or presented, not on every allowed call.
+        let digest = || call_digest(&tool.name, args);
         let decided_args = match confirmation {
             Confirmation::Argument => args.clone(),
             Confirmation::None => without_engine_fields(args),
             Confirmation::Person => confirmed_by_person(tool, args),
-            Confirmation::Seal(seal) if self.seal_matches(tool, &digest, seal) => confirmed_by_person(tool, args),
+            Confirmation::Seal(seal) if self.seal_matches(tool, &digest(), seal) => confirmed_by_person(tool, args),
             Confirmation::Seal(_) | Confirmation::Invalid => {
                 let decision = decision::about_tool(
                     &tool.name_json,
@@ -220,17 +224,18 @@ impl Rules {
                     Some(&Denial::new(Code::ConfirmationInvalid)),
                     self.revision(),
                 );
-                return self.denied(decision, has_output_schema, Some(digest));
+                return self.denied(decision, has_output_schema, Some(digest()));
             }
         };
         let decided = Value::Object(decided_args);
         let decision = self.evaluate(&tool.name, Some(&decided), &ctx);
         if !decision.ok {
-            return self.denied(decision, has_output_schema, Some(digest));
+            let pending = decision.code == Some(Code::ConfirmationRequired);
+            return self.denied(decision, has_output_schema, pending.then(digest));
         }
         let Value::Object(mut forward) = decided else {
             // Built as an object above.
-            return self.denied(decision, has_output_schema, Some(digest));
+            return self.denied(decision, has_output_schema, None);
         };
         for field in &tool.strip_fields {
             forward.remove(*field);
@@ -239,7 +244,7 @@ impl Rules {
             decision,
             forward: Some(json::canonical(&Value::Object(forward))),
             blocked_result: None,
-            digest: Some(digest),
+            digest: (!matches!(confirmation, Confirmation::None | Confirmation::Argument)).then(digest),
         }
     }
 
