@@ -157,3 +157,43 @@ export class InputTooLargeError extends ToolgateError {
     this.limit = limit;
   }
 }
+
+/**
+ * A sealed `requestState` token that `StateKeys#open` refused (`STATE_INVALID`).
+ * Answer every one alike: decide the retried call with confirmation
+ * `'invalid'` (`CONFIRMATION_INVALID`). `reason` is for the log only:
+ * `malformed` (not a `tg1.` token in the canonical spelling, too long, too
+ * short), `unknown-key` (sealed with a key the ring does not hold) or
+ * `forged` (altered, or sealed under another key with the same id).
+ * @extends {ToolgateError<'STATE_INVALID'>}
+ */
+export class InvalidStateError extends ToolgateError {
+  /** Which check failed; for the log only. @readonly @type {'malformed' | 'unknown-key' | 'forged'} */
+  reason;
+  /** @param {'malformed' | 'unknown-key' | 'forged'} reason @param {string} message */
+  constructor(reason, message) {
+    super('STATE_INVALID', message);
+    this.name = 'InvalidStateError';
+    this.reason = reason;
+  }
+}
+
+/**
+ * A key ring for sealed `requestState` could not be built
+ * (`STATE_KEY_INVALID`): no secret, a secret shorter than 32 bytes, or one
+ * that repeats an earlier one. `index` is the secret's position (-1 for none).
+ * @extends {ToolgateError<'STATE_KEY_INVALID'>}
+ */
+export class StateKeyError extends ToolgateError {
+  /** @readonly @type {'empty' | 'too-short' | 'duplicate'} */
+  reason;
+  /** @readonly @type {number} */
+  index;
+  /** @param {'empty' | 'too-short' | 'duplicate'} reason @param {number} index @param {string} message */
+  constructor(reason, index, message) {
+    super('STATE_KEY_INVALID', message);
+    this.name = 'StateKeyError';
+    this.reason = reason;
+    this.index = index;
+  }
+}

@@ -16,3 +16,5 @@ export async function compileCoreModule() {
 setDefaultModule(compileCoreModule);
 
 export * from './core.js';
+// Sealed requestState (node:crypto): Node only, not in the worker entry.
+export { StateKeys, MIN_SECRET_BYTES, MAX_STATE_TOKEN_BYTES } from './seal.js';

@@ -1,5 +1,5 @@
 // Compiled by `npm run lint` (tsc --noEmit): the published types, as a user sees them.
-import { Toolgate, Decision, CallOutcome, LoadError, ProblemError, ToolgateError, HOST_FAULTS, MAX_INPUT_BYTES, type Context, type Confirmation } from 'toolgate';
+import { Toolgate, Decision, CallOutcome, LoadError, ProblemError, ToolgateError, HOST_FAULTS, MAX_INPUT_BYTES, StateKeys, InvalidStateError, StateKeyError, type Context, type Confirmation } from 'toolgate';
 import { guardServer } from 'toolgate/mcp';
 import { Toolgate as CoreToolgate } from 'toolgate/core';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -25,6 +25,16 @@ export async function usage(catalog: string, policy?: string): Promise<string> {
   } catch (e) {
     if (e instanceof ProblemError) payload = e.code;
   }
+  const keys = new StateKeys([process.env.TOOLGATE_STATE_SECRET ?? '', new Uint8Array(32)]);
+  const fingerprint: string = keys.fingerprint;
+  let opened: string | 'invalid' = 'invalid';
+  try {
+    opened = keys.open(keys.seal(payload));
+  } catch (e) {
+    if (e instanceof InvalidStateError) opened = `${e.code} ${e.reason satisfies 'malformed' | 'unknown-key' | 'forged'}`;
+    if (e instanceof StateKeyError) opened = `${e.code} ${e.reason} ${e.index}`;
+  }
+  void StateKeys.fromText('a\nb'); void fingerprint; void opened;
   const severity: string = gate.findings[0]?.severity ?? 'none';
   try {
     await Toolgate.load({ catalog: '{' });
