@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 import toolgate
 from conftest import DATA, FIXTURES
-from toolgate import Context, Decision, LoadError, ProblemError, RuleSet, ToolCall, TurnState
+from toolgate import Context, Decision, LoadError, Outcome, ProblemError, RuleSet, ToolCall, TurnState
 
 
 def test_contract_version_is_checked() -> None:
-    assert toolgate.contract_version() == toolgate.CONTRACT_VERSION == "0.1.0"
+    assert toolgate.contract_version() == toolgate.CONTRACT_VERSION == "0.2.0"
+    assert toolgate._runtime.INTERFACE == "toolgate:policy/engine@0.2.0"
 
 
 def test_component_is_shipped_inside_the_package() -> None:
@@ -134,8 +136,8 @@ def test_forged_state_is_rejected(retail_rules: RuleSet) -> None:
     assert info.value.problem.origin == "state"
 
 
-def test_findings_and_strip_fields(retail_rules: RuleSet) -> None:
-    assert retail_rules.strip_fields("solicitar_devolucao") == ["confirmation"]
+def test_findings(retail_rules: RuleSet) -> None:
+    assert not hasattr(retail_rules, "strip_fields")  # contract 0.2.0: the engine forwards
     # SPEC §2: every write in the retail example now confirms (a legacy
     # tool_type no longer takes its confirmation from the defaults' false).
     assert not any(f.problem.code == "TRANSACTIONAL_WITHOUT_CONFIRMATION" for f in retail_rules.findings)
@@ -156,3 +158,105 @@ def test_lone_surrogates_get_a_decision_not_an_exception(retail_rules: RuleSet) 
     assert retail_rules.evaluate("consultar_pedido", {"order_id": "\ud800"}).code == "BAD_REQUEST"
     ctx = {"surface": "confirming", "scopes": ["\ud800"]}
     assert not retail_rules.evaluate("consultar_pedido", {"order_id": "1"}, context=ctx).ok
+
+
+RETURN = {"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "x", "confirmed": True}}
+
+
+def test_decide_is_typed_and_keeps_the_bytes(retail_rules: RuleSet) -> None:
+    allowed = retail_rules.decide(RETURN, Context(), "argument")
+    assert isinstance(allowed, Outcome) and allowed.ok and allowed
+    assert allowed.forward == {"confirmed": True, "order_id": "1", "reason": "x"}  # declared: kept
+    assert allowed.forward_json == '{"confirmed":true,"order_id":"1","reason":"x"}'
+    assert allowed.blocked_result is None and allowed.blocked_result_json is None
+    assert allowed.decision.json == retail_rules.evaluate(RETURN, context=Context()).json
+    # The default source is "none": the model's confirmed: true does not count.
+    denied = retail_rules.decide(RETURN)
+    assert not denied.ok and denied.decision.code == "CONFIRMATION_REQUIRED"
+    # The digest approvals and seals bind: there while a confirmation is pending.
+    assert denied.forward is None and denied.forward_json is None
+    assert denied.digest is not None and denied.digest.startswith("sha256:")
+    assert denied.blocked_result is not None and denied.blocked_result["isError"] is True
+    assert denied.blocked_result["content"] == [{"type": "text", "text": denied.decision.json}]
+    assert denied.to_dict() == {
+        "decision": denied.decision.json,
+        "forward": None,
+        "blocked_result": denied.blocked_result_json,
+        "digest": denied.digest,
+    }
+    # A person confirmed: the engine sets the declared field itself.
+    person = retail_rules.decide(
+        {"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "x"}}, None, "person"
+    )
+    assert person.ok and person.forward == allowed.forward and person.digest == denied.digest
+    assert retail_rules.decide(RETURN, confirmation="invalid").decision.code == "CONFIRMATION_INVALID"
+    # The call as JSON text, bytes, a ToolCall: the same outcome.
+    text = json.dumps(RETURN)
+    for call in (text, text.encode(), ToolCall(RETURN["name"], RETURN["arguments"])):
+        assert retail_rules.decide(call, None, "argument") == allowed
+    hidden = retail_rules.decide({"name": "nao_existe", "arguments": {}})
+    assert hidden.decision.code == "NOT_FOUND" and hidden.blocked_result_json is None and hidden.digest is None
+
+
+def test_seal_payload_and_a_sealed_confirmation(retail_rules: RuleSet) -> None:
+    sid = "seal-id-0123456789"
+    payload = retail_rules.seal_payload(RETURN, "user-1", sid, 2_000)
+    assert json.loads(payload) == {
+        "v": toolgate.CONTRACT_VERSION,
+        "tool": "solicitar_devolucao",
+        "digest": retail_rules.decide(RETURN).digest,
+        "revision": retail_rules.revision,
+        "caller": "user-1",
+        "id": sid,
+        "expires_ms": 2_000,
+    }
+    seal = {"payload": payload, "caller": "user-1", "now_ms": 1_999}
+    assert retail_rules.decide(RETURN, None, {"seal": seal}).ok
+    for changed in ({"now_ms": 2_000}, {"caller": "user-2"}, {"payload": payload.replace("user-1", "user-2")}):
+        outcome = retail_rules.decide(RETURN, None, {"seal": {**seal, **changed}})
+        assert outcome.decision.code == "CONFIRMATION_INVALID", changed
+    with pytest.raises(ProblemError) as info:
+        retail_rules.seal_payload(RETURN, "", "short", 1)
+    assert info.value.code == "CALL_INVALID_VALUE" and info.value.origin == "call"
+    with pytest.raises(ProblemError):
+        retail_rules.seal_payload({"name": "nao_existe", "arguments": {}}, "", sid, 1)
+
+
+@pytest.mark.parametrize(
+    "confirmation",
+    [
+        "yes",
+        None,
+        True,
+        {"seal": {"payload": "p", "caller": ""}},
+        {"seal": {"payload": "p", "caller": "", "now_ms": -1}},
+        {"seal": {"payload": "p", "caller": "", "now_ms": 1 << 64}},
+        {"seal": {"payload": "p", "caller": "", "now_ms": True}},
+        {"seal": {"payload": 1, "caller": "", "now_ms": 1}},
+        {"seal": {"payload": "p", "caller": "", "now_ms": 1}, "also": 1},
+        {"person": True},
+    ],
+)
+def test_a_bad_confirmation_is_a_type_error(retail_rules: RuleSet, confirmation: Any) -> None:
+    with pytest.raises(TypeError, match="confirmation"):
+        retail_rules.decide(RETURN, None, confirmation)
+
+
+def test_seal_payload_checks_its_arguments(retail_rules: RuleSet) -> None:
+    for args in (("", "seal-id-0123456789", -1), ("", "seal-id-0123456789", 1 << 64), (1, "seal-id-0123456789", 1)):
+        with pytest.raises(TypeError):
+            retail_rules.seal_payload(RETURN, *args)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        retail_rules.seal_payload(RETURN, "\ud800", "seal-id-0123456789", 1)
+
+
+def test_wit_enums_keep_the_api_strings() -> None:
+    rules = RuleSet.load(
+        catalog='{"tools":[{"name":"w","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false}}]}',
+        policy="version: 1\ntool_policies:\n  w: {operation_type: transactional, require_confirmation: false}\n",
+    )
+    assert {f.severity for f in rules.findings} <= {"error", "warning"} and rules.findings
+    assert all(type(f.severity) is str and type(f.problem.origin) is str for f in rules.findings)
+    with pytest.raises(LoadError) as info:
+        RuleSet.load(catalog='{"tools":[]}', policy="version: 1\nfoo: 1\n")
+    assert info.value.origin == "policy" and type(info.value.origin) is str

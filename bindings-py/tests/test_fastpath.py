@@ -18,11 +18,14 @@ import toolgate
 import vectorfile
 from conftest import FIXTURES, VECTORS
 from toolgate import FAULTS, EngineFault, LoadError, ProblemError, RuleSet, _fastpath, _runtime
+from toolgate._types import fault_outcome
 
 SHARED = sorted(p for p in VECTORS.glob("*.json") if p.name != "host-faults.json")
 BUDGET = json.loads((VECTORS / "budget-exponential-anyof.json").read_text(encoding="utf-8"))
 LOOKUP = b'{"name":"consultar_pedido","arguments":{"order_id":"123"}}'
 SMALL_TURN = '{"context":{},"calls":[{"name":"consultar_pedido","arguments":{"order_id":"1"}}]}'
+RETURN = b'{"name":"solicitar_devolucao","arguments":{"order_id":"1","reason":"r","confirmed":true}}'
+SEAL_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 def _use(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
@@ -84,8 +87,20 @@ def _run_vector_file(vf: vectorfile.VectorFile) -> tuple[list[Any], set[str]]:
         elif op == "turn":
             state = "" if case.get("state") is None else _dumps(case["state"])
             out.append(_attempt(lambda case=case, state=state: rules.turn_json(state, _dumps(case["input"]))))
-        elif op == "strip_fields":
-            out.append(_attempt(lambda case=case: rules.strip_fields(case["tool"])))
+        elif op == "decide":
+            outcome = rules.decide(vectorfile.call_bytes(case), ctx, vectorfile.confirmation(case))
+            out.append(outcome.to_dict())
+        elif op == "seal_payload":
+            out.append(
+                _attempt(
+                    lambda case=case: rules.seal_payload(
+                        vectorfile.call_bytes(case),
+                        case.get("caller", ""),
+                        case.get("id", ""),
+                        case.get("expires_ms", 0),
+                    )
+                )
+            )
         seen()
     return out, paths
 
@@ -105,8 +120,17 @@ def _faults() -> tuple[dict[str, Any], set[str]]:
     out: dict[str, Any] = {}
     paths: set[str] = set()
 
-    def served(rules: RuleSet) -> tuple[str, str, str]:
-        return rules.evaluate_json(LOOKUP, "{}"), rules.list_exposable_json("{}"), rules.turn_json("", SMALL_TURN)
+    def served(rules: RuleSet) -> tuple[Any, ...]:
+        payload = rules.seal_payload(RETURN, "user-1", SEAL_ID, 1 << 63)
+        return (
+            rules.evaluate_json(LOOKUP, "{}"),
+            rules.list_exposable_json("{}"),
+            rules.turn_json("", SMALL_TURN),
+            rules.decide(RETURN, "{}", "none").to_dict(),
+            rules.decide(RETURN, "{}", "argument").to_dict(),
+            rules.decide(RETURN, "{}", {"seal": {"payload": payload, "caller": "user-1", "now_ms": 1}}).to_dict(),
+            payload,
+        )
 
     # Fuel: ENGINE_LIMIT from wasmtime's backstop, then served again.
     rules = _retail()
@@ -114,23 +138,32 @@ def _faults() -> tuple[dict[str, Any], set[str]]:
     rules.call_fuel = 1_000
     out["fuel evaluate"] = rules.evaluate_json(LOOKUP, "{}")
     out["fuel turn"] = _attempt(lambda: rules.turn_json("", SMALL_TURN))
+    out["fuel decide"] = rules.decide(RETURN, "{}", "argument").to_dict()
+    out["fuel seal payload"] = _attempt(lambda: rules.seal_payload(RETURN, "", SEAL_ID, 1))
     rules.call_fuel = _runtime.DEFAULT_CALL_FUEL
     out["served after fuel"] = served(rules)
     # The guest meter: ENGINE_LIMIT with fuel to spare.
     runaway = next(c for c in BUDGET["cases"] if c.get("component_only"))["call_text"].encode()
     budget = RuleSet.load(catalog=BUDGET["catalog_text"])
     out["meter"] = budget.evaluate_json(runaway, "{}")
+    out["meter decide"] = budget.decide(runaway, "{}", "argument").to_dict()
     # A trap in the canonical ABI: ENGINE_TRAP.
     rules._inject_trap()
     out["trap evaluate"] = rules.evaluate_json(LOOKUP, "{}")
     out["served after trap"] = served(rules)
     rules._inject_trap()
     out["trap list"] = _attempt(rules.list_exposable_json)
+    out["served after a list trap"] = rules.evaluate_json(LOOKUP, "{}")
+    rules._inject_trap()
+    out["trap decide"] = rules.decide(RETURN, "{}", "person").to_dict()
+    out["served after a decide trap"] = served(rules)
     # No room for the call: out of memory, told apart by the trap's frames.
     small = _retail(memory_limit=4 << 20)
     big = b'{"name":"consultar_pedido","arguments":{"order_id":"' + b"y" * (3 << 20) + b'"}}'
     out["out of memory"] = small.evaluate_json(big, "{}")
     out["served after out of memory"] = small.evaluate_json(LOOKUP, "{}")
+    big_return = RETURN.replace(b'"r"', b'"' + b"y" * (3 << 20) + b'"')
+    out["out of memory decide"] = small.decide(big_return, "{}", "argument").to_dict()
     for r in (rules, budget, small):
         assert r._inst is not None
         paths.add(r._inst.path)
@@ -143,7 +176,21 @@ def test_faults_give_the_same_bytes_on_both_paths(monkeypatch: pytest.MonkeyPatc
     assert fast["fuel evaluate"] == fast["meter"] == FAULTS["ENGINE_LIMIT"]
     assert fast["trap evaluate"] == FAULTS["ENGINE_TRAP"]
     assert fast["out of memory"] == FAULTS["ENGINE_OUT_OF_MEMORY"]
-    assert fast["served"] == fast["served after fuel"] == fast["served after trap"]
+    assert (
+        fast["served"] == fast["served after fuel"] == fast["served after trap"] == fast["served after a decide trap"]
+    )
+    for key, code in (
+        ("fuel decide", "ENGINE_LIMIT"),
+        ("meter decide", "ENGINE_LIMIT"),
+        ("trap decide", "ENGINE_TRAP"),
+        ("out of memory decide", "ENGINE_OUT_OF_MEMORY"),
+    ):
+        assert fast[key] == fault_outcome(code).to_dict(), key
+    assert fast["fuel seal payload"][:2] == ("raised", "EngineFault")
+    assert fast["served"][3]["forward"] is None and fast["served"][4]["forward"] is not None
+    # A good seal: allowed, forwarded as with the model's confirmed: true here.
+    sealed, argued = fast["served"][5], fast["served"][4]
+    assert (sealed["decision"], sealed["forward"]) == (argued["decision"], argued["forward"])
     assert fast["served after out of memory"] == fast["served"][0]
 
 
@@ -170,6 +217,14 @@ def test_frames_from_text() -> None:
     # A frame without an index (a name section): no frames, so never out-of-memory.
     assert _runtime._frames_from_text(text.replace("<unknown>!<wasm function 7565>", "policy.wasm!alloc")) == ()
     assert _runtime._frames_from_text("all fuel consumed") == ()
+    # wasmtime pads the addresses to one width.
+    padded = (
+        "error while executing at wasm backtrace:\n"
+        "    0:   0x5a45 - <unknown>!<wasm function 59>\n"
+        "    1:   0x5ad3 - <unknown>!<wasm function 63>\n"
+        "    2: 0x326ac7 - <unknown>!<wasm function 7869>\n"
+    )
+    assert _runtime._frames_from_text(padded) == (59, 63, 7869)
 
 
 # -- the gate -----------------------------------------------------------------

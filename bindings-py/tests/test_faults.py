@@ -8,7 +8,8 @@ import pytest
 
 import toolgate
 from conftest import FIXTURES, VECTORS
-from toolgate import FAULTS, MAX_INPUT_BYTES, EngineFault, RuleSet
+from toolgate import FAULTS, MAX_INPUT_BYTES, EngineFault, RuleSet, _runtime
+from toolgate._types import blocked_result_json, fault_outcome
 
 LOOKUP = b'{"name":"consultar_pedido","arguments":{"order_id":"123"}}'
 
@@ -137,3 +138,65 @@ def test_load_out_of_fuel_fails_closed() -> None:
     with pytest.raises(EngineFault) as info:
         RuleSet.from_files(FIXTURES / "retail-tools.yaml", FIXTURES / "retail-policy.yaml", load_fuel=1_000)
     assert info.value.code == "ENGINE_LIMIT"
+
+
+def test_a_faulting_decide_is_the_fault_decision_with_the_engines_blocked_result_shape(retail_rules: RuleSet) -> None:
+    big = b'{"name":"consultar_pedido","arguments":{"order_id":"' + b"y" * MAX_INPUT_BYTES + b'"}}'
+    outcome = retail_rules.decide(big, "{}", "argument")
+    decision = FAULTS["INPUT_TOO_LARGE"]
+    assert outcome.decision.json == decision
+    assert (outcome.forward_json, outcome.digest) == (None, None)
+    # Byte for byte `blocked_result` of policy-core for a decision about no tool
+    # (`Outcome::fault` in host-rs): the text escaped as serde_json does.
+    text = decision.replace("\\", "\\\\").replace('"', '\\"')
+    assert outcome.blocked_result_json == (
+        '{"content":[{"type":"text","text":"' + text + '"}],"structuredContent":' + decision + ',"isError":true}'
+    )
+    assert outcome.blocked_result == {
+        "content": [{"type": "text", "text": decision}],
+        "structuredContent": json.loads(decision),
+        "isError": True,
+    }
+    for code, fault in FAULTS.items():
+        built = blocked_result_json(fault)
+        assert json.loads(built)["content"][0]["text"] == fault, code
+        assert built == fault_outcome(code).blocked_result_json
+
+
+def test_blocked_result_json_escapes_as_the_engine_does() -> None:
+    """The engine's own blocked results (the shared vectors) are rebuilt byte
+    for byte from their decisions (json.dumps with ensure_ascii=False escapes
+    as serde_json does), and so are texts with every kind of character."""
+    seen = 0
+    for path in sorted(VECTORS.glob("pipeline-*.json")):
+        for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
+            expect = case["expect"]
+            if (
+                case["op"] == "decide"
+                and expect["blocked_result"]
+                and '"structuredContent"' in expect["blocked_result"]
+            ):
+                assert blocked_result_json(expect["decision"]) == expect["blocked_result"], case["name"]
+                seen += 1
+    assert seen > 0
+    tricky = "".join(chr(c) for c in range(0x80)) + "é\u2028\u2029\ufeff😀"
+    assert json.dumps(tricky, ensure_ascii=False) == (
+        '"\\u0000\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n\\u000b\\f\\r\\u000e\\u000f'
+        "\\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018\\u0019\\u001a\\u001b\\u001c\\u001d"
+        "\\u001e\\u001f !\\\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\\\]^_`"
+        'abcdefghijklmnopqrstuvwxyz{|}~\x7fé\u2028\u2029\ufeff😀"'
+    )
+
+
+def test_an_inconsistent_outcome_from_the_engine_is_engine_trap(
+    retail_rules: RuleSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    allowed = retail_rules.decide(LOOKUP, "{}", "none")
+    assert allowed.ok and allowed.forward_json is not None
+    denied = retail_rules.decide(b'{"name":"solicitar_devolucao","arguments":{}}', "{}", "none")
+    assert not denied.ok
+    for decision, forward in ((allowed.decision.json, None), (denied.decision.json, "{}"), ("not json", None)):
+        monkeypatch.setattr(_runtime, "outcome_fields", lambda _r, d=decision, f=forward: (d, f, None, None))
+        assert retail_rules.decide(LOOKUP, "{}", "none") == fault_outcome("ENGINE_TRAP")
+    monkeypatch.undo()
+    assert retail_rules.decide(LOOKUP, "{}", "none") == allowed

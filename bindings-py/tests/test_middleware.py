@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+import pytest
 from mcp import types
+from mcp.client.session import ClientSession
 from mcp.server.fastmcp import FastMCP
 from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
 from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.shared.message import SessionMessage
 
+import vectorfile
+from conftest import VECTORS
+from test_exact_args import _Lines
 from toolgate import Context
 from toolgate.middleware import protect
 
@@ -66,6 +75,45 @@ def run(server: Any, steps: Any) -> Any:
 ROUTE = Context(allowed_tools=["consultar", "reembolsar"])
 
 
+def _compact(result: types.CallToolResult) -> str:
+    """A result as the SDK writes it on the wire, compact."""
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
+
+
+async def _wire(server: Server[Any, Any], steps: Callable[[ClientSession], Awaitable[Any]]) -> tuple[Any, list[str]]:
+    """`steps` run by a real ClientSession against `server` over the SDK's own
+    stdio transport (in-process lines); returns the server's lines too."""
+    to_server, server_in = anyio.create_memory_object_stream[str](16)
+    server_out, from_server = anyio.create_memory_object_stream[str](16)
+    client_read_w, client_read = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    client_write, client_write_r = anyio.create_memory_object_stream[SessionMessage](16)
+    lines: list[str] = []
+
+    async def pump_out() -> None:
+        async with client_write_r:
+            async for message in client_write_r:
+                await to_server.send(message.message.model_dump_json(by_alias=True, exclude_none=True) + "\n")
+        await to_server.aclose()
+
+    async def pump_in() -> None:
+        async with client_read_w, from_server:
+            async for line in from_server:
+                lines.append(line)
+                await client_read_w.send(SessionMessage(types.JSONRPCMessage.model_validate_json(line)))
+
+    async with anyio.create_task_group() as tg:
+        async with stdio_server(_Lines(receive=server_in), _Lines(send=server_out)) as (read, write):  # type: ignore[arg-type]
+            tg.start_soon(lambda: server.run(read, write, server.create_initialization_options()))
+            tg.start_soon(pump_out)
+            tg.start_soon(pump_in)
+            async with ClientSession(client_read, client_write) as client:
+                await client.initialize()
+                out = await steps(client)
+            tg.cancel_scope.cancel()
+    return out, lines
+
+
 def test_tools_list_is_filtered_and_derived() -> None:
     ran: list[Any] = []
     server = fastmcp(ran)
@@ -81,23 +129,53 @@ def test_tools_list_is_filtered_and_derived() -> None:
     assert [t.name for t in run(direct, lambda c: c.list_tools()).tools] == ["consultar"]
 
 
-def test_blocked_call_is_a_tool_error_with_the_decision_and_the_handler_never_runs() -> None:
+def test_blocked_call_is_the_engines_blocked_result_and_the_handler_never_runs() -> None:
     ran: list[Any] = []
     server = fastmcp(ran)
     guard = protect(server, policy=POLICY, context=ROUTE)
+    assert guard.confirmation == "argument"
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9"}))
     assert result.isError
-    expected = asyncio.run(guard.rules()).evaluate("reembolsar", {"order_id": "9"}, context=ROUTE)
-    assert expected.code == "CONFIRMATION_REQUIRED"
-    assert result.content[0].text == expected.json
-    # FastMCP declared an outputSchema for this tool: "auto" leaves the
-    # decision out of structuredContent (clients may check it against the schema).
+    call = {"name": "reembolsar", "arguments": {"order_id": "9"}}
+    expected = asyncio.run(guard.rules()).decide(call, ROUTE, "argument")
+    assert expected.decision.code == "CONFIRMATION_REQUIRED" and expected.blocked_result_json is not None
+    assert result.content[0].text == expected.decision.json
+    # FastMCP declared an outputSchema for this tool: the engine leaves the
+    # decision out of structuredContent (clients check it against the schema).
     assert result.structuredContent is None
-    always = fastmcp(ran)
-    protect(always, policy=POLICY, context=ROUTE, structured_content="always")
-    result = run(always, lambda c: c.call_tool("reembolsar", {"order_id": "9"}))
-    assert result.isError and json.loads(result.content[0].text) == result.structuredContent
+    assert _compact(result) == expected.blocked_result_json
     assert ran == []
+
+
+def test_removed_and_unknown_options_are_refused() -> None:
+    with pytest.raises(TypeError, match="structured_content option was removed"):
+        protect(fastmcp([]), policy=POLICY, structured_content="always")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="confirmation must be"):
+        protect(fastmcp([]), policy=POLICY, confirmation="person")  # type: ignore[arg-type]
+
+
+def test_confirmation_none_blocks_a_write_even_with_the_models_confirmed_true() -> None:
+    ran: list[Any] = []
+    server = fastmcp(ran)
+    decisions: list[str | None] = []
+    protect(
+        server, policy=POLICY, context=ROUTE, confirmation="none", on_decision=lambda d, _: decisions.append(d.code)
+    )
+
+    async def steps(c: Any) -> Any:
+        write = await c.call_tool("reembolsar", {"order_id": "9", "confirmed": True})
+        both = await c.call_tool("reembolsar", {"order_id": "9", "confirmed": True, "confirmation": True})
+        read = await c.call_tool("consultar", {"order_id": "9", "confirmed": True})
+        return write, both, read
+
+    write, both, read = run(server, steps)
+    for blocked in (write, both):
+        assert blocked.isError
+        assert json.loads(blocked.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert not read.isError
+    # The read ran without the field the model wrote (the engine removed it).
+    assert ran == [("consultar", {"order_id": "9"})]
+    assert decisions == ["CONFIRMATION_REQUIRED", "CONFIRMATION_REQUIRED", None]
 
 
 def test_allowed_call_reaches_the_handler_without_engine_fields() -> None:
@@ -181,3 +259,84 @@ def test_lowlevel_server() -> None:
     assert not allowed.isError and not read.isError
     assert received == [("gravar", {"valor": "x"}), ("ler", {})]
     assert decisions == [("gravar", "CONFIRMATION_REQUIRED"), ("gravar", None), ("ler", None)]
+
+
+PIPELINE = [VECTORS / "pipeline-output-schema.json", VECTORS / "pipeline-plans.json"]
+
+
+def _vector_server(catalog: str, received: list[Any]) -> Server[Any, Any]:
+    """A low-level server serving the vector's catalog; its handler records what it gets."""
+    server: Server[Any, Any] = Server("vectors")
+    tools = [types.Tool.model_validate({"inputSchema": {"type": "object"}, **t}) for t in json.loads(catalog)["tools"]]
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return tools
+
+    @server.call_tool(validate_input=False)
+    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        received.append((name, arguments))
+        return {"rows": []}  # fits every outputSchema of these catalogs
+
+    return server
+
+
+@pytest.mark.parametrize("path", PIPELINE, ids=lambda p: p.name)
+def test_the_pipeline_vectors_through_the_sdk_server_and_client(path: Any) -> None:
+    """Every `decide` case the middleware can take (confirmation none or
+    argument, object arguments): on the wire, a blocked call's result is
+    exactly the vector's blocked_result; an allowed call's handler gets
+    exactly its forward; NOT_FOUND is the SDK's unknown-tool answer."""
+    vf = vectorfile.load(path)
+    cases = [
+        c
+        for c in vf.cases
+        if c["op"] == "decide"
+        and vectorfile.confirmation(c) in ("none", "argument")
+        and "call" in c
+        and isinstance(c["call"].get("arguments", {}), dict)
+    ]
+    assert cases
+    for confirmation in ("none", "argument"):
+        mine = [c for c in cases if vectorfile.confirmation(c) == confirmation]
+        received: list[Any] = []
+        server = _vector_server(vf.catalog, received)
+        current: dict[str, Any] = {}
+        protect(
+            server,
+            catalog=vf.catalog,
+            policy=vf.policy,
+            confirmation=confirmation,
+            context=lambda _, current=current: current["context"],
+        )
+
+        async def steps(client: ClientSession, mine: list[Any] = mine, current: dict[str, Any] = current) -> Any:
+            results = []
+            for case in mine:
+                current["context"] = case.get("context") or {}
+                call = case["call"]
+                results.append(await client.call_tool(call["name"], call.get("arguments")))
+            return results
+
+        results, lines = anyio.run(_wire, server, steps)
+        responses = {}
+        for line in lines:
+            message = json.loads(line)
+            if "content" in message.get("result", {}):  # a tools/call answer
+                responses[message["id"]] = line.rstrip("\n")
+        call_ids = sorted(responses)
+        assert len(call_ids) == len(mine)
+        forwarded = iter(received)
+        for case, result, call_id in zip(mine, results, call_ids, strict=True):
+            expect = case["expect"]
+            line = responses[call_id]
+            if expect["blocked_result"] is not None:
+                assert line == f'{{"jsonrpc":"2.0","id":{call_id},"result":{expect["blocked_result"]}}}', case["name"]
+                assert _compact(result) == expect["blocked_result"], case["name"]
+            elif expect["forward"] is not None:
+                assert not result.isError, case["name"]
+                assert next(forwarded) == (case["call"]["name"], json.loads(expect["forward"])), case["name"]
+            else:
+                unknown = f"Unknown tool: {case['call']['name']}"
+                assert result.isError and result.content[0].text == unknown, case["name"]
+        assert next(forwarded, None) is None

@@ -17,7 +17,7 @@ import pytest
 
 import vectorfile
 from conftest import DATA, RUST_CLI, VECTORS
-from toolgate import LoadError, RuleSet
+from toolgate import LoadError, ProblemError, RuleSet
 from toolgate.cli import main as cli_main
 
 SHARED = sorted(p for p in VECTORS.glob("*.json") if p.name != "host-faults.json")
@@ -44,9 +44,20 @@ def run_file(vf: vectorfile.VectorFile) -> None:
         if op == "evaluate":
             got = rules.evaluate_json(vectorfile.call_bytes(case), ctx)
             assert got == case["expect"], name
-            if "expect_code" in case:
-                error = json.loads(got)["error"]
-                assert (error["code"] if error else None) == case["expect_code"], name
+            _check_code(case, got)
+        elif op == "decide":
+            outcome = rules.decide(vectorfile.call_bytes(case), ctx, vectorfile.confirmation(case))
+            assert outcome.to_dict() == case["expect"], name
+            _check_code(case, outcome.decision.json)
+            assert outcome.ok == (outcome.forward_json is not None), name
+        elif op == "seal_payload":
+            try:
+                payload: Any = rules.seal_payload(
+                    vectorfile.call_bytes(case), case.get("caller", ""), case.get("id", ""), case.get("expires_ms", 0)
+                )
+            except ProblemError as exc:  # a problem is the case's answer, as the Rust runner writes it
+                payload = {"error": exc.code}
+            assert payload == case["expect"], name
         elif op == "list":
             got = rules.list_exposable_json(ctx)
             assert got == case["expect"], name
@@ -56,8 +67,16 @@ def run_file(vf: vectorfile.VectorFile) -> None:
             state = "" if case.get("state") is None else _dumps(case["state"])
             got = rules.turn_json(state, _dumps(case["input"]))
             assert got == case["expect"], name
-        elif op == "strip_fields":
-            assert rules.strip_fields(case["tool"]) == case["expect"], name
+
+
+def _check_code(case: dict[str, Any], decision_json: str) -> None:
+    """The hand-written `expect_code` (null: allowed), and `ok` agreeing with `error`."""
+    if "expect_code" not in case:
+        return
+    decision = json.loads(decision_json)
+    error = decision["error"]
+    assert (error["code"] if error else None) == case["expect_code"], case["name"]
+    assert decision["ok"] is (error is None), case["name"]
 
 
 def _flags(context: dict[str, Any] | None) -> list[str] | None:
@@ -164,13 +183,37 @@ def test_shared_vectors_present_or_pending() -> None:
 
 def test_runner_rejects_unknown_fields(tmp_path: Path) -> None:
     good = {"spec": "§4", "description": "x", "policy": None, "catalog_text": '{"tools":[]}', "cases": []}
+    outcome = {"decision": "{}", "forward": None, "blocked_result": None, "digest": None}
+    seal = {"payload": "p", "caller": "", "now_ms": 1}
+    bad_seal = {"seal": {**seal, "nonce": 1}}
     (tmp_path / "ok.json").write_text(json.dumps(good))
     vectorfile.load(tmp_path / "ok.json")
+    fine = {
+        **good,
+        "cases": [
+            {"name": "a", "op": "decide", "call": {}, "expect": outcome, "confirmation": {"seal": seal}},
+            {"name": "b", "op": "decide", "call_text": "{}", "expect": outcome, "expect_code": None},
+            {"name": "c", "op": "seal_payload", "call": {}, "caller": "", "id": "x", "expires_ms": 0, "expect": "p"},
+            {"name": "d", "op": "seal_payload", "call": {}, "expect": {"error": "CALL_INVALID_VALUE"}},
+        ],
+    }
+    (tmp_path / "fine.json").write_text(json.dumps(fine))
+    assert len(vectorfile.load(tmp_path / "fine.json").cases) == 4
     for bad in (
         {**good, "extra": 1},
         {**good, "cases": [{"name": "n", "op": "list", "expect": "", "surprise": True}]},
         {**good, "cases": [{"name": "n", "op": "evaluate", "expect": "", "call": {}, "call_text": "{}"}]},
         {**good, "cases": [{"name": "n", "op": "frobnicate", "expect": ""}]},
+        {**good, "cases": [{"name": "n", "op": "strip_fields", "tool": "t", "expect": []}]},
+        {**good, "cases": [{"name": "n", "op": "decide", "call": {}, "expect": {**outcome, "extra": None}}]},
+        {**good, "cases": [{"name": "n", "op": "decide", "call": {}, "expect": {"decision": "{}"}}]},
+        {**good, "cases": [{"name": "n", "op": "decide", "call": {}, "expect": outcome, "tool": "t"}]},
+        {**good, "cases": [{"name": "n", "op": "decide", "call": {}, "expect": outcome, "confirmation": "maybe"}]},
+        {**good, "cases": [{"name": "n", "op": "decide", "call": {}, "expect": outcome, "confirmation": bad_seal}]},
+        {**good, "cases": [{"name": "n", "op": "decide", "expect": outcome}]},
+        {**good, "cases": [{"name": "n", "op": "seal_payload", "call": {}, "expect": {"error": "X", "why": "?"}}]},
+        {**good, "cases": [{"name": "n", "op": "seal_payload", "call": {}, "expect": "p", "expires_ms": -1}]},
+        {**good, "cases": [{"name": "n", "op": "seal_payload", "call": {}, "expect": "p", "context": {}}]},
         {**good, "expect_load_error": {"code": "X", "line": 1, "column": 1, "hint": "?"}},
         {k: v for k, v in good.items() if k != "catalog_text"},
     ):

@@ -25,9 +25,35 @@ CASE_KEYS = {
     },
     "list": {"name", "op", "context", "expect", "expect_names"},
     "turn": {"name", "op", "state", "input", "expect"},
-    "strip_fields": {"name", "op", "tool", "expect"},
+    # The call pipeline: `confirmation` absent is "none".
+    "decide": {
+        "name",
+        "op",
+        "context",
+        "context_text",
+        "call",
+        "call_text",
+        "call_hex",
+        "confirmation",
+        "expect",
+        "expect_code",
+        "component_only",
+    },
+    "seal_payload": {"name", "op", "call", "call_text", "call_hex", "caller", "id", "expires_ms", "expect"},
 }
-REQUIRED = {"evaluate": {"expect"}, "list": {"expect"}, "turn": {"input", "expect"}, "strip_fields": {"tool", "expect"}}
+REQUIRED = {
+    "evaluate": {"expect"},
+    "list": {"expect"},
+    "turn": {"input", "expect"},
+    "decide": {"expect"},
+    "seal_payload": {"expect"},
+}
+#: Ops that send a call (exactly one of call, call_text, call_hex).
+CALL_OPS = {"evaluate", "decide", "seal_payload"}
+OUTCOME_KEYS = ("decision", "forward", "blocked_result", "digest")
+CONFIRMATIONS = {"none", "argument", "person", "invalid"}
+SEAL_KEYS = {"payload", "caller", "now_ms"}
+U64_MAX = (1 << 64) - 1
 
 
 class VectorFormatError(ValueError):
@@ -62,6 +88,53 @@ def call_bytes(case: dict[str, Any]) -> bytes:
     if "call_text" in case:
         return case["call_text"].encode("utf-8")
     return bytes.fromhex(case["call_hex"])
+
+
+def _is_u64(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= U64_MAX
+
+
+def confirmation(case: dict[str, Any]) -> Any:
+    """A `decide` case's confirmation as `RuleSet.decide` takes it (absent: "none")."""
+    return case.get("confirmation", "none")
+
+
+def _check_decide(at: str, case: dict[str, Any]) -> None:
+    expect = case["expect"]
+    _check_keys(f"{at}: expect", expect, set(OUTCOME_KEYS))
+    if set(expect) != set(OUTCOME_KEYS) or not isinstance(expect["decision"], str):
+        raise VectorFormatError(f"{at}: expect needs decision (a string), forward, blocked_result and digest")
+    for key in OUTCOME_KEYS[1:]:
+        if expect[key] is not None and not isinstance(expect[key], str):
+            raise VectorFormatError(f"{at}: expect.{key} must be a string or null")
+    if "confirmation" in case:
+        value = case["confirmation"]
+        if isinstance(value, str):
+            if value not in CONFIRMATIONS:
+                raise VectorFormatError(f"{at}: unknown confirmation {value!r}")
+        else:
+            _check_keys(f"{at}: confirmation", value, {"seal"})
+            seal = value.get("seal")
+            _check_keys(f"{at}: confirmation.seal", seal, SEAL_KEYS)
+            if not (
+                isinstance(seal.get("payload"), str)
+                and isinstance(seal.get("caller"), str)
+                and _is_u64(seal.get("now_ms"))
+            ):
+                raise VectorFormatError(f"{at}: confirmation.seal needs payload, caller (strings) and now_ms (u64)")
+
+
+def _check_seal_payload(at: str, case: dict[str, Any]) -> None:
+    expect = case["expect"]
+    if not isinstance(expect, str) and not (
+        isinstance(expect, dict) and list(expect) == ["error"] and isinstance(expect["error"], str)
+    ):
+        raise VectorFormatError(f'{at}: expect must be the payload string or {{"error": CODE}}')
+    for key in ("caller", "id"):
+        if key in case and not isinstance(case[key], str):
+            raise VectorFormatError(f"{at}: {key} must be a string")
+    if "expires_ms" in case and not _is_u64(case["expires_ms"]):
+        raise VectorFormatError(f"{at}: expires_ms must be an integer from 0 to 2**64 - 1")
 
 
 def load(path: Path) -> VectorFile:
@@ -102,8 +175,15 @@ def load(path: Path) -> VectorFile:
         missing = ({"name", "op"} | REQUIRED[case["op"]]) - set(case)
         if missing:
             raise VectorFormatError(f"{path.name}: cases[{i}]: missing {sorted(missing)}")
-        if case["op"] == "evaluate":
+        at = f"{path.name}: cases[{i}] ({case.get('name')})"
+        if case["op"] in CALL_OPS:
             call_bytes(case)
             if "context" in case and "context_text" in case:
-                raise VectorFormatError(f"{path.name}: cases[{i}]: at most one of context, context_text")
+                raise VectorFormatError(f"{at}: at most one of context, context_text")
+        if "expect_code" in case and case["expect_code"] is not None and not isinstance(case["expect_code"], str):
+            raise VectorFormatError(f"{at}: expect_code must be a string or null")
+        if case["op"] == "decide":
+            _check_decide(at, case)
+        elif case["op"] == "seal_payload":
+            _check_seal_payload(at, case)
     return VectorFile(path, policy, catalog, policy_file, catalog_file, expect_load_error, cases)

@@ -7,6 +7,8 @@ runs (shipped inside this package); nothing is re-implemented here.
     >>> rules = RuleSet.from_files("tools.yaml", policy="tool_policies.yaml")
     >>> d = rules.evaluate("alterar_plano", {"new_plan_id": "X"}, context=Context())
     >>> d.ok, d.code, d.json        # typed fields, canonical bytes kept
+    >>> o = rules.decide({"name": "alterar_plano", "arguments": {...}}, Context(), "none")
+    >>> o.forward, o.blocked_result  # what to forward, or what to answer with
 """
 
 from ._faults import FAULTS, MAX_INPUT_BYTES
@@ -20,7 +22,17 @@ from ._rules import (
     contract_version,
 )
 from ._runtime import CONTRACT_VERSION, component_path
-from ._types import Context, Decision, Finding, Problem, ToolCall, TurnResultEntry, TurnState
+from ._types import (
+    Confirmation,
+    Context,
+    Decision,
+    Finding,
+    Outcome,
+    Problem,
+    ToolCall,
+    TurnResultEntry,
+    TurnState,
+)
 
 __version__ = "0.1.0"
 
@@ -29,11 +41,13 @@ __all__ = [
     "FAULTS",
     "MAX_INPUT_BYTES",
     "POLICY_ENV",
+    "Confirmation",
     "Context",
     "Decision",
     "EngineFault",
     "Finding",
     "LoadError",
+    "Outcome",
     "Problem",
     "ProblemError",
     "RuleSet",

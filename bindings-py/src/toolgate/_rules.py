@@ -13,14 +13,17 @@ from . import _runtime
 from ._calljson import call_json, engine_json
 from ._faults import FAULTS, MAX_INPUT_BYTES
 from ._types import (
+    Confirmation,
     ContextLike,
     Decision,
     Finding,
+    Outcome,
     Problem,
     ToolCall,
     TurnState,
     context_json,
     dumps,
+    fault_outcome,
 )
 
 POLICY_ENV = "TOOL_POLICIES_PATH"
@@ -62,14 +65,15 @@ class LoadError(ProblemError):
 class EngineFault(ToolgateError):
     """The component could not answer (trap, compute budget, size limit, wrong contract).
 
-    ``evaluate`` never raises this: it returns the fault's deny decision."""
+    ``evaluate`` and ``decide`` never raise this: they return the fault's deny
+    decision (``decide``: with its blocked result)."""
 
 
 def _problem(record: Any) -> Problem:
     return Problem(
         code=record.code,
         message=record.message,
-        origin=record.origin,
+        origin=_runtime.enum_name(_runtime.ORIGINS, record.origin),
         path=record.path,
         line=record.line,
         column=record.column,
@@ -92,6 +96,13 @@ def _utf8(text: str) -> bytes:
     # A lone surrogate becomes invalid UTF-8 bytes: the engine answers
     # BAD_REQUEST (SPEC §7: a clear error, never a crash).
     return text.encode("utf-8", "surrogatepass")
+
+
+def _context_bytes(context: str) -> bytes:
+    try:
+        return context.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: send it as a JSON escape the engine can judge
+        return context.encode("utf-8", "backslashreplace")
 
 
 def _too_large(text: str) -> bool:
@@ -216,10 +227,7 @@ class RuleSet:
         Never raises for a fault: a fault is its own deny decision."""
         if len(call) > MAX_INPUT_BYTES or _too_large(context):
             return FAULTS["INPUT_TOO_LARGE"]
-        try:
-            text = context.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: send it as a JSON escape the engine can judge
-            text = context.encode("utf-8", "backslashreplace")
+        text = _context_bytes(context)
         with self._lock:
             try:
                 return self._live().evaluate(self._handle, call, text, self.call_fuel)
@@ -238,6 +246,81 @@ class RuleSet:
         ``call`` is a tool name (with ``arguments``), a ``{"name", "arguments"}``
         mapping, a :class:`ToolCall`, or the call's raw JSON bytes."""
         return Decision.from_json(self.evaluate_json(_call_bytes(call, arguments), context_json(context)))
+
+    def decide(
+        self,
+        call: str | bytes | Mapping[str, Any] | ToolCall,
+        context: ContextLike = None,
+        confirmation: Confirmation = "none",
+    ) -> Outcome:
+        """The call pipeline (docs/spec.md §8): decides one ``tools/call`` given
+        how the host obtained its confirmation, and says what to do with it.
+
+        ``call`` is a ``{"name", "arguments"}`` mapping, a :class:`ToolCall`,
+        the call's JSON text or raw bytes (a bare tool name: no arguments).
+        ``confirmation`` is ``"none"`` (default: the model's ``confirmed`` /
+        ``confirmation`` fields never count), ``"argument"`` (the model's
+        literal ``confirmed: true`` counts), ``"person"`` (the person accepted
+        this very call through the host), ``"invalid"`` (a seal the host could
+        not accept) or ``{"seal": {"payload", "caller", "now_ms"}}`` (a seal
+        the host opened with its own key; see :meth:`seal_payload`).
+
+        Allowed: forward exactly :attr:`Outcome.forward`. Denied: answer with
+        :attr:`Outcome.blocked_result`, or, when there is none
+        (``NOT_FOUND``), as the server answers a tool it does not have. The
+        host never adds, removes or reads the confirmation fields itself.
+        Never raises for a bad call or a failing engine: a fault (trap, compute
+        budget, memory cap, input too large) is a deny with its code and the
+        blocked result every host gives. Raises ``TypeError`` for a
+        ``confirmation`` that is none of the above."""
+        variant = _runtime.confirmation_variant(confirmation)
+        return self._decide(_call_bytes(call, None), context_json(context), variant)
+
+    def _decide(self, call: bytes, context: str, variant: Any) -> Outcome:
+        if len(call) > MAX_INPUT_BYTES or _too_large(context):
+            return fault_outcome("INPUT_TOO_LARGE")
+        text = _context_bytes(context).decode("utf-8")
+        with self._lock:
+            try:
+                record = self._call("[method]rule-set.decide", call, text, variant)
+            except _runtime.Trap as trap:
+                return fault_outcome(trap.code if trap.code in FAULTS else "ENGINE_TRAP")
+        try:
+            decision_json, forward, blocked, digest = _runtime.outcome_fields(record)
+            decision = Decision.from_json(decision_json)
+        except (TypeError, ValueError, AttributeError):
+            return fault_outcome("ENGINE_TRAP")
+        # An allow must come with the call to forward, a deny without; anything
+        # else from the engine is a fault, and faults deny (as host-rs).
+        if decision.ok != (forward is not None) or decision.code == "ENGINE_TRAP":
+            return fault_outcome("ENGINE_TRAP")
+        return Outcome(decision, forward, blocked, digest)
+
+    def seal_payload(
+        self,
+        call: str | bytes | Mapping[str, Any] | ToolCall,
+        caller: str,
+        id: str,
+        expires_ms: int,
+    ) -> str:
+        """The payload a host seals (encrypts or MACs with its own key) to carry
+        a pending confirmation of ``call`` through the client (docs/spec.md
+        §8): contract version, tool, call digest, policy revision, caller, id
+        and expiry. ``caller``: the authenticated caller's subject, or ``""``;
+        ``id``: a fresh id, 16 to 128 characters of ``A-Z a-z 0-9 _ -``;
+        ``expires_ms``: the expiry, milliseconds since the Unix epoch.
+
+        Raises :class:`ProblemError` (``CALL_INVALID_VALUE``: an unreadable
+        call, a tool these rules do not have, non-object arguments, a bad id),
+        :class:`EngineFault` (``INPUT_TOO_LARGE``, ``ENGINE_TRAP``, ...)."""
+        data = _call_bytes(call, None)
+        caller = _runtime.text_argument(caller, "caller")
+        id = _runtime.text_argument(id, "id")
+        expires = _runtime.u64(expires_ms, "expires_ms")
+        if len(data) > MAX_INPUT_BYTES or _too_large(caller) or _too_large(id):
+            raise EngineFault("INPUT_TOO_LARGE", "the call, caller or id is larger than this host accepts")
+        with self._lock:
+            return self._checked("[method]rule-set.seal-payload", data, caller, id, expires)
 
     def list_exposable_json(self, context: str = '{"surface":"confirming"}') -> str:
         if _too_large(context):
@@ -306,12 +389,10 @@ class RuleSet:
         """Lints on the loaded rules."""
         with self._lock:
             records = self._plain("[method]rule-set.findings")
-        return [Finding(severity=r.severity, problem=_problem(r.problem)) for r in records]
-
-    def strip_fields(self, tool: str) -> list[str]:
-        """Engine fields to remove from ``tool``'s arguments before forwarding."""
-        with self._lock:
-            return list(self._plain("[method]rule-set.strip-fields", tool))
+        return [
+            Finding(severity=_runtime.enum_name(_runtime.SEVERITIES, r.severity), problem=_problem(r.problem))
+            for r in records
+        ]
 
     def _plain(self, name: str, *args: Any) -> Any:
         try:
@@ -325,6 +406,6 @@ class RuleSet:
 
 
 def contract_version() -> str:
-    """The component's contract version (``0.1.0``)."""
+    """The component's contract version (``CONTRACT_VERSION`` when it is the one this package speaks)."""
     inst = _runtime.Instance(_runtime.runtime())
     return inst.call("contract-version")  # type: ignore[no-any-return]

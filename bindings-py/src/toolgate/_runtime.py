@@ -25,7 +25,9 @@ from wasmtime import component as wc
 from . import _fastpath
 from ._faults import CALL_BUDGET, FUEL_BACKSTOP_FACTOR, LOAD_BUDGET, LOAD_BUDGET_PER_INPUT_BYTE, MAX_MEMORY_BYTES
 
-CONTRACT_VERSION = "0.1.0"
+#: The WIT contract version this package speaks (``toolgate:policy@0.2.0``);
+#: checked against the component on every load. The one place it is written.
+CONTRACT_VERSION = "0.2.0"
 INTERFACE = f"toolgate:policy/engine@{CONTRACT_VERSION}"
 
 # What stops a runaway call is the component's own compute budget (the guest
@@ -50,6 +52,88 @@ DEFAULT_MEMORY_LIMIT = MAX_MEMORY_BYTES
 #: How wasmtime words the guest meter's trap (``i32.div_u`` by zero; Rust code
 #: never divides by zero: it checks and panics, an ``unreachable``).
 _METER_TRAP = "integer divide by zero"
+
+
+#: Since contract 0.2.0 ``problem.origin`` and ``finding.severity`` are WIT
+#: enums; wasmtime-py gives a case as its WIT name (a ``str``). The Python API
+#: keeps these strings; the tables say so explicitly (a case this package does
+#: not know stays as wasmtime-py gave it).
+ORIGINS = {name: name for name in ("policy", "catalog", "call", "context", "state", "input")}
+SEVERITIES = {name: name for name in ("error", "warning")}
+
+U64_MAX = (1 << 64) - 1
+
+#: The confirmation sources without a payload (WIT ``confirmation`` cases).
+CONFIRMATIONS = ("none", "argument", "person", "invalid")
+_SIMPLE = {name: wc.Variant(name) for name in CONFIRMATIONS}
+
+
+def enum_name(table: Mapping[str, str], value: Any) -> str:
+    """The Python API's name of a WIT enum case, from wasmtime-py's."""
+    name = str(value)
+    return table.get(name, name)
+
+
+def u64(value: Any, name: str) -> int:
+    """A WIT ``u64`` from an ``int`` in range (wasmtime-py would truncate)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= U64_MAX:
+        return int(value)
+    raise TypeError(f"{name} must be an integer from 0 to 2**64 - 1")
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} is not valid Unicode (a lone surrogate)") from None
+    return value
+
+
+def text_argument(value: Any, name: str) -> str:
+    """A ``string`` argument: a ``str`` that is valid Unicode."""
+    return _text(value, name)
+
+
+def confirmation_variant(confirmation: Any) -> wc.Variant:
+    """The WIT ``confirmation`` variant for how the host obtained the
+    confirmation: ``"none"``, ``"argument"``, ``"person"``, ``"invalid"``, or
+    ``{"seal": {"payload": str, "caller": str, "now_ms": int}}`` (a seal the
+    host opened and authenticated with its own key)."""
+    if isinstance(confirmation, str):
+        variant = _SIMPLE.get(confirmation)
+        if variant is not None:
+            return variant
+    elif isinstance(confirmation, Mapping) and len(confirmation) == 1 and "seal" in confirmation:
+        seal = confirmation["seal"]
+        if isinstance(seal, Mapping):
+            opened = wc.Record()
+            for field in ("payload", "caller"):
+                if field not in seal:
+                    raise TypeError(f"confirmation['seal'] needs {field!r}")
+                setattr(opened, field, _text(seal[field], f"confirmation['seal'][{field!r}]"))
+            if "now_ms" not in seal:
+                raise TypeError("confirmation['seal'] needs 'now_ms'")
+            setattr(opened, "now-ms", u64(seal["now_ms"], "confirmation['seal']['now_ms']"))
+            return wc.Variant("seal", opened)
+    raise TypeError(
+        "confirmation must be 'none', 'argument', 'person', 'invalid' or {'seal': {'payload', 'caller', 'now_ms'}}"
+    )
+
+
+def outcome_fields(record: Any) -> tuple[str, str | None, str | None, str | None]:
+    """The WIT ``outcome`` record's fields: decision, forward, blocked result, digest.
+    Raises `TypeError` when the record is not of that shape."""
+    fields = (
+        getattr(record, "decision", None),
+        getattr(record, "forward", None),
+        getattr(record, "blocked-result", None),
+        getattr(record, "digest", None),
+    )
+    if not isinstance(fields[0], str) or not all(f is None or isinstance(f, str) for f in fields[1:]):
+        raise TypeError("the component's outcome is not {decision, forward, blocked-result, digest}")
+    return fields  # type: ignore[return-value]
 
 
 class Trap(Exception):
@@ -183,8 +267,9 @@ def runtime() -> Runtime:
         return _RUNTIME
 
 
-#: A frame line of wasmtime's wasm backtrace (``    3: 0x32517b - <unknown>!<wasm function 7853>``).
-_FRAME_LINE = re.compile(r"\s*\d+: 0x[0-9a-fA-F]+ - (.*)")
+#: A frame line of wasmtime's wasm backtrace (``    3: 0x32517b - <unknown>!<wasm function 7853>``;
+#: wasmtime pads the addresses to one width, ``    0:   0x5a45 - …``).
+_FRAME_LINE = re.compile(r"\s*\d+:\s+0x[0-9a-fA-F]+ - (.*)")
 _FUNCTION_INDEX = re.compile(r"<wasm function (\d+)>$")
 
 
@@ -241,7 +326,8 @@ _FUNCTIONS = (
     "[method]rule-set.turn",
     "[method]rule-set.revision",
     "[method]rule-set.findings",
-    "[method]rule-set.strip-fields",
+    "[method]rule-set.decide",
+    "[method]rule-set.seal-payload",
 )
 
 

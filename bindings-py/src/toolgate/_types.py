@@ -5,9 +5,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
+from ._faults import FAULTS
+
 Surface = Literal["confirming", "direct"]
+
+#: How the host obtained the confirmation for a call (docs/spec.md §8, WIT
+#: ``confirmation``): ``"none"`` (nothing but the call: confirmation fields the
+#: model wrote never count), ``"argument"`` (the model's literal
+#: ``confirmed: true`` counts), ``"person"`` (the host asked the person about
+#: this very call and they accepted), ``"invalid"`` (a seal the host could not
+#: accept: denied ``CONFIRMATION_INVALID``), or a seal the host opened and
+#: authenticated with its own key:
+#: ``{"seal": {"payload": str, "caller": str, "now_ms": int}}`` (``now_ms``:
+#: the host's clock, milliseconds since the Unix epoch).
+Confirmation = Literal["none", "argument", "person", "invalid"] | Mapping[str, Mapping[str, Any]]
 
 
 _DECODER = json.JSONDecoder()
@@ -239,3 +253,73 @@ class TurnState:
     def as_dict(self) -> dict[str, Any]:
         """A plain dict of the state, for the app to persist."""
         return json.loads(self.json)
+
+
+def blocked_result_json(decision_json: str) -> str:
+    """The MCP ``CallToolResult`` JSON for a blocked call, in the engine's shape
+    (``blocked_result`` in policy-core/src/pipeline.rs) for a decision about no
+    tool (so no output schema): the decision JSON as text and as
+    ``structuredContent``. Used for the host's own fault decisions, byte for
+    byte as every host builds them (the text escaped as serde_json does, which
+    ``json.dumps(..., ensure_ascii=False)`` matches: both escape only ``"``,
+    ``\\`` and control characters, the same way)."""
+    text = json.dumps(decision_json, ensure_ascii=False)
+    return f'{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{decision_json},"isError":true}}'
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``RuleSet.decide`` answers (WIT ``outcome``): the decision and what
+    the host does with it.
+
+    - allowed: forward exactly ``forward`` (the arguments, as the engine wrote
+      them in ``forward_json``);
+    - denied with ``blocked_result``: answer the ``tools/call`` with it (the MCP
+      ``CallToolResult``, exact bytes in ``blocked_result_json``);
+    - denied without one (``NOT_FOUND``): answer as the server answers a tool
+      it does not have.
+
+    ``digest`` is the call digest (``sha256:…``) approvals and seals bind, when
+    the call names a tool the caller may see with object arguments. The
+    ``…_json`` fields are the engine's exact bytes; ``forward`` and
+    ``blocked_result`` are parsed on first use."""
+
+    decision: Decision
+    forward_json: str | None
+    blocked_result_json: str | None
+    digest: str | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call is allowed (``decision.ok``)."""
+        return self.decision.ok
+
+    @cached_property
+    def forward(self) -> dict[str, Any] | None:
+        """The arguments to forward, parsed (``None`` when denied)."""
+        return None if self.forward_json is None else json.loads(self.forward_json)
+
+    @cached_property
+    def blocked_result(self) -> dict[str, Any] | None:
+        """The blocked ``CallToolResult``, parsed (``None`` when allowed or ``NOT_FOUND``)."""
+        return None if self.blocked_result_json is None else json.loads(self.blocked_result_json)
+
+    def to_dict(self) -> dict[str, str | None]:
+        """The outcome as the conformance vectors write it (every field the exact text or ``None``)."""
+        return {
+            "decision": self.decision.json,
+            "forward": self.forward_json,
+            "blocked_result": self.blocked_result_json,
+            "digest": self.digest,
+        }
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def fault_outcome(code: str) -> Outcome:
+    """The outcome of a call the engine could not decide (SPEC §7): the host-built
+    decision and its blocked result, nothing forwarded, no digest (as
+    ``Outcome::fault`` in host-rs)."""
+    decision = FAULTS[code]
+    return Outcome(Decision.from_json(decision), None, blocked_result_json(decision), None)

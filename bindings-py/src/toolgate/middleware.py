@@ -9,22 +9,25 @@ The same rules as the Node middleware (bindings-js ``guardServer``):
 - ``tools/list`` shows only the tools this context may see, in the engine's
   order (by name); each entry is the server's own tool object with the
   engine's derived annotations laid over its own;
-- ``tools/call`` is decided before the handler runs. A blocked call gets a tool
-  error result whose text is the decision's canonical JSON, with the decision
-  as ``structuredContent`` too (``structured_content="auto"``: only for a tool
-  that declares no ``outputSchema``, since some clients check an error result's
-  structured content against it); a hidden or unknown tool answers exactly as
-  the SDK answers an unknown tool; an allowed call reaches the handler with the
-  engine fields (``confirmed``, ``confirmation``) removed where the tool's
-  schema does not declare them (``strip-fields``);
+- ``tools/call`` is decided by the engine's call pipeline (``RuleSet.decide``)
+  before the handler runs. An allowed call reaches the handler with exactly
+  the arguments the engine forwards; a blocked call gets exactly the engine's
+  blocked result (the decision's canonical JSON as text and, unless the tool's
+  catalog entry declares an ``outputSchema``, as ``structuredContent``); a
+  hidden or unknown tool answers exactly as the SDK answers an unknown tool.
+  This middleware never adds, removes or reads the confirmation fields itself:
+  the engine does, according to ``confirmation`` (see :func:`protect`);
 - the engine decides on exactly the values the handler gets: the arguments are
   written for it by ``_calljson`` (``inf``/``nan`` from ``1e400``,
   ``Infinity``, ``NaN`` on the wire are refused by the engine, never rewritten),
   and on FastMCP, whose handlers get the arguments as its pydantic model
   validated them (coercions, defaults, JSON pre-parsing of strings), those
-  validated arguments are decided again when they differ from the ones sent
-  (with the engine fields the call carried; a parameter left out by the client
-  whose value is ``None`` counts as absent), and a deny is the call's result;
+  validated arguments are decided again when they differ from the ones
+  forwarded (with the keys the engine took off the call as the call carried
+  them: the engine decides what they mean, as on the first decision; a
+  parameter left out whose value is ``None`` counts as absent); a deny is the
+  call's result, and an allow runs the handler with the keys the engine
+  forwards this time;
 - the default context is the confirming surface, with the scopes of the
   request's access token when the transport authenticated it.
 
@@ -39,32 +42,37 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcp import types
 from mcp.server.lowlevel import Server
 
 from ._calljson import call_json, engine_json
-from ._faults import FAULTS
-from ._rules import EngineFault, RuleSet
-from ._types import Context, ContextLike, Decision
+from ._rules import RuleSet
+from ._types import Context, ContextLike, Decision, Outcome
 from .router import catalog_from_tools
 
 ContextFactory = Callable[[Any], ContextLike]
 UnknownTool = Callable[[str], types.CallToolResult]
 OnDecision = Callable[[Decision, str], None]
 
+#: The confirmation sources this middleware can be set up with.
+ConfirmationSource = Literal["argument", "none"]
+CONFIRMATIONS: tuple[ConfirmationSource, ...] = ("argument", "none")
+
 
 @dataclass
 class _Allowed:
-    """What the engine allowed for the call in progress (FastMCP's handler check)."""
+    """What the engine allowed for the call in progress (FastMCP's handler check):
+    the arguments as the call carried them, what the engine forwarded, and the
+    context it decided in."""
 
     name: str
-    sent: dict[str, Any]
-    engine_fields: dict[str, Any]
+    sent: Any
+    forward: dict[str, Any]
     context: ContextLike
     rules: RuleSet
-    denied: Decision | None = None
+    denied: Outcome | None = None
 
 
 _ALLOWED: contextvars.ContextVar[_Allowed | None] = contextvars.ContextVar("toolgate_allowed", default=None)
@@ -101,14 +109,12 @@ def sdk_unknown_tool(name: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"Unknown tool: {name}")], isError=True)
 
 
-def blocked_result(decision: Decision, structured: bool = True) -> types.CallToolResult:
-    """A denied call as a tool error result: the decision as text (and as
-    ``structuredContent`` when ``structured``)."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=decision.json)],
-        structuredContent=decision.to_dict() if structured else None,
-        isError=True,
-    )
+def blocked_result(outcome: Outcome) -> types.CallToolResult:
+    """The engine's blocked result (``outcome.blocked_result_json``) as the
+    SDK's ``CallToolResult``; the SDK writes it back as the same JSON."""
+    if outcome.blocked_result_json is None:
+        raise ValueError("this outcome has no blocked result")
+    return types.CallToolResult.model_validate_json(outcome.blocked_result_json)
 
 
 def _text(value: str | os.PathLike[str] | None) -> str | None:
@@ -139,14 +145,13 @@ class Guard:
         catalog: str | None,
         context: ContextFactory | ContextLike,
         unknown_tool: UnknownTool,
-        structured_content: str,
+        confirmation: ConfirmationSource,
         on_decision: OnDecision | None,
     ) -> None:
-        if structured_content not in ("auto", "always", "never"):
-            raise ValueError("structured_content must be auto, always or never")
-        self._structured = structured_content
+        if confirmation not in CONFIRMATIONS:
+            raise ValueError("confirmation must be 'argument' or 'none'")
+        self.confirmation: ConfirmationSource = confirmation
         self._on_decision = on_decision
-        self._output_schemas: dict[str, bool] = {}
         self.server = server
         self._fastmcp = fastmcp
         self._rules = rules
@@ -181,26 +186,26 @@ class Guard:
             request_context = None
         return self._context(request_context)
 
-    def _remember(self, tools: Any) -> None:
-        for tool in tools:
-            self._output_schemas[tool.name] = tool.outputSchema is not None
+    def _decide(self, rules: RuleSet, name: str, arguments: Any, context: ContextLike) -> Outcome:
+        """One call through the engine's pipeline; reports the decision."""
+        # The exact values the handler gets (see _calljson): never json.dumps.
+        outcome = rules.decide(call_json(name, arguments), context, self.confirmation)
+        if self._on_decision is not None:
+            self._on_decision(outcome.decision, name)
+        return outcome
 
-    async def _structured_for(self, name: str) -> bool:
-        if self._structured != "auto":
-            return self._structured == "always"
-        if name not in self._output_schemas:
-            try:
-                self._remember((await self._list(types.ListToolsRequest(method="tools/list"))).root.tools)
-            except Exception:  # unknown: be safe
-                return False
-        return self._output_schemas.get(name) is False
+    def _denied(self, name: str, outcome: Outcome) -> types.CallToolResult:
+        """The answer to a denied call: the engine's blocked result, or (none:
+        ``NOT_FOUND``) the SDK's answer for a tool it does not have."""
+        if outcome.blocked_result_json is None:
+            return self._unknown_tool(name)
+        return blocked_result(outcome)
 
     async def _handle_list(self, req: Any) -> types.ServerResult:
         rules = await self.rules()
         exposed = rules.list_exposable(self.context())
         result = await self._list(req)  # the SDK refreshes its tool cache
         listed = result.root
-        self._remember(listed.tools)
         served = {t.name: t for t in listed.tools}
         tools = []
         for entry in exposed:
@@ -216,37 +221,26 @@ class Guard:
 
     async def _handle_call(self, req: types.CallToolRequest) -> types.ServerResult:
         name = req.params.name
-        arguments = req.params.arguments or {}
+        sent = req.params.arguments or {}
         rules = await self.rules()
         context = self.context()
-        # The exact values the handler gets (see _calljson): never json.dumps.
-        decision = rules.evaluate(call_json(name, arguments), context=context)
-        if self._on_decision is not None:
-            self._on_decision(decision, name)
-        if decision.code == "NOT_FOUND":
-            return types.ServerResult(self._unknown_tool(name))
-        if not decision.ok:
-            return types.ServerResult(blocked_result(decision, await self._structured_for(name)))
-        try:
-            strip = rules.strip_fields(name)
-        except EngineFault:
-            fault = Decision.from_json(FAULTS["ENGINE_TRAP"])
-            return types.ServerResult(blocked_result(fault, await self._structured_for(name)))
-        engine_fields = {f: arguments[f] for f in strip if f in arguments}
-        if engine_fields:
-            arguments = {k: v for k, v in arguments.items() if k not in strip}
-            params = req.params.model_copy(update={"arguments": arguments})
-            req = req.model_copy(update={"params": params})
+        outcome = self._decide(rules, name, sent, context)
+        if not outcome.ok:
+            return types.ServerResult(self._denied(name, outcome))
+        # Allowed: the handler gets exactly the arguments the engine forwards.
+        forward = outcome.forward
+        assert forward is not None  # RuleSet.decide: an allow always forwards
+        req = req.model_copy(update={"params": req.params.model_copy(update={"arguments": dict(forward)})})
         if not self._check_tool(name):
             return await self._call(req)  # type: ignore[no-any-return]
-        allowed = _Allowed(name, arguments, engine_fields, context, rules)
+        allowed = _Allowed(name, sent, forward, context, rules)
         token = _ALLOWED.set(allowed)
         try:
             result = await self._call(req)
         finally:
             _ALLOWED.reset(token)
         if allowed.denied is not None:
-            return types.ServerResult(blocked_result(allowed.denied, await self._structured_for(name)))
+            return types.ServerResult(self._denied(name, allowed.denied))
         return result  # type: ignore[no-any-return]
 
     def _check_tool(self, name: str) -> bool:
@@ -261,35 +255,50 @@ class Guard:
         fn = tool.fn
         context_kwarg = tool.context_kwarg
 
-        def check(kwargs: dict[str, Any]) -> None:
+        def check(kwargs: dict[str, Any]) -> dict[str, Any]:
+            """The arguments the handler runs with (raises `_Denied`)."""
             allowed = _ALLOWED.get()
             if allowed is None or allowed.name != name:
-                return  # not a tools/call request through this guard
-            got = {k: v for k, v in kwargs.items() if k != context_kwarg and not (v is None and k not in allowed.sent)}
-            if _same_arguments(got, allowed.sent):
-                return
-            decided = {**got, **allowed.engine_fields}
-            decision = allowed.rules.evaluate(call_json(name, decided), context=allowed.context)
-            if self._on_decision is not None:
-                self._on_decision(decision, name)
-            if not decision.ok:
-                allowed.denied = decision
-                raise _Denied(decision.json)
+                return kwargs  # not a tools/call request through this guard
+            got = {
+                k: v for k, v in kwargs.items() if k != context_kwarg and not (v is None and k not in allowed.forward)
+            }
+            if _same_arguments(got, allowed.forward):
+                return kwargs
+            # Decided again on what the handler is about to get, with the keys
+            # the engine took off the call as the call carried them.
+            decided = dict(got)
+            if isinstance(allowed.sent, dict):
+                for key, value in allowed.sent.items():
+                    if key not in allowed.forward and key not in got:
+                        decided[key] = value
+            outcome = self._decide(allowed.rules, name, decided, allowed.context)
+            if not outcome.ok:
+                allowed.denied = outcome
+                raise _Denied(outcome.decision.json)
+            # The keys the engine forwards this time: the validated values
+            # where the handler has them (the engine decided on their JSON),
+            # the engine's own where it added one; a key it took off is left
+            # to the handler's default.
+            forward = outcome.forward or {}
+            run = {k: v for k, v in kwargs.items() if k == context_kwarg or k in forward or k not in got}
+            for key, value in forward.items():
+                if key not in got:
+                    run[key] = value
+            return run
 
         wrapper: Any
         if tool.is_async:
 
             @functools.wraps(fn)
             async def wrapper(**kwargs: Any) -> Any:
-                check(kwargs)
-                return await fn(**kwargs)
+                return await fn(**check(kwargs))
 
         else:
 
             @functools.wraps(fn)
             def wrapper(**kwargs: Any) -> Any:
-                check(kwargs)
-                return fn(**kwargs)
+                return fn(**check(kwargs))
 
         setattr(wrapper, _CHECKED, self)
         tool.fn = wrapper
@@ -304,8 +313,9 @@ def protect(
     rules: RuleSet | None = None,
     context: ContextFactory | ContextLike = default_context,
     unknown_tool: UnknownTool = sdk_unknown_tool,
-    structured_content: str = "auto",
+    confirmation: ConfirmationSource = "argument",
     on_decision: OnDecision | None = None,
+    structured_content: None = None,
 ) -> Guard:
     """Installs toolgate on a FastMCP or low-level ``Server`` (after its tools
     and handlers are registered).
@@ -315,9 +325,29 @@ def protect(
     :class:`~toolgate.Context` or a function of the SDK's request context
     returning one (default: :func:`default_context`). ``unknown_tool`` builds
     the answer for a hidden tool; keep the default unless your low-level server
-    answers unknown tools another way. ``structured_content``: ``auto``,
-    ``always`` or ``never`` (see the module doc). ``on_decision(decision, name)``
-    sees every decision (audit logs)."""
+    answers unknown tools another way. ``on_decision(decision, name)`` sees
+    every decision (audit logs).
+
+    ``confirmation`` is how a call that needs confirmation gets it (the
+    engine's confirmation source):
+
+    - ``"argument"`` (default): the model's literal ``confirmed: true`` counts,
+      the seed runtime's path, for a server author who keeps turn state (the
+      model sets it after the person said yes);
+    - ``"none"``: the model's confirmation fields never count, so a write that
+      needs confirmation is always denied here: it runs only after a person
+      confirmed it through the host (an elicitation, an approval, a seal:
+      ``RuleSet.decide`` with ``"person"`` or a seal), which this middleware
+      does not do.
+
+    (``structured_content`` was removed: the engine leaves
+    ``structuredContent`` out of a blocked result for tools whose catalog entry
+    declares an ``outputSchema``.)"""
+    if structured_content is not None:
+        raise TypeError(
+            "the structured_content option was removed: the engine leaves structuredContent out of a blocked "
+            "result for tools whose catalog entry declares an outputSchema"
+        )
     lowlevel = getattr(server, "_mcp_server", server)
     if not isinstance(lowlevel, Server):
         raise TypeError("protect() takes an mcp FastMCP or mcp.server.lowlevel.Server")
@@ -332,6 +362,6 @@ def protect(
         catalog=_text(catalog),
         context=context,
         unknown_tool=unknown_tool,
-        structured_content=structured_content,
+        confirmation=confirmation,
         on_decision=on_decision,
     )
