@@ -1,5 +1,8 @@
 // The WIT contract this package speaks. Every name of the component's
 // interface (src/abi.js) is built from this one constant.
 
-/** The WIT contract version this package speaks; checked on every load. */
+// BEGIN contract: generated from component-build/src by
+// `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
+/** The WIT contract version this package speaks (wit/toolgate.wit); checked on every load. */
 export const CONTRACT_VERSION = '0.2.0';
+// END contract

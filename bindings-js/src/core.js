@@ -19,7 +19,7 @@ import { callBytes, contextJson, limitOption, u64, utf8Length, witConfirmation }
 import { CallOutcome, Decision, FAULT_DECISIONS, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
 import { EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
 
-// BEGIN limits: generated from component-build/src/limits.rs by
+// BEGIN limits: generated from component-build/src by
 // `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
 /**
  * Default cap on the component's linear memory, per Toolgate, in bytes. Plain
@@ -314,7 +314,7 @@ export class Toolgate {
     const decision = new Decision(out.decision);
     const forward = out.forward ?? null;
     // An allow must come with the call to forward, a deny without; anything
-    // else from the engine is a fault, and faults deny (as host-rs).
+    // else from the engine is a fault, and faults deny (as toolgate).
     if (decision.ok !== (forward !== null) || decision.code === 'ENGINE_TRAP') return faultOutcome('ENGINE_TRAP');
     return new CallOutcome(decision, forward, out.blockedResult ?? null, out.digest ?? null);
   }

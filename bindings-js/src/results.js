@@ -188,7 +188,7 @@ export class CallOutcome {
 /**
  * The outcome of a call the engine could not decide (SPEC §7): the host-built
  * decision and its blocked result, nothing forwarded, no digest (as
- * `Outcome::fault` in host-rs).
+ * `Outcome::fault` in toolgate).
  * @param {HostFaultCode} code
  * @returns {CallOutcome}
  */

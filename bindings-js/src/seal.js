@@ -2,7 +2,7 @@
 // seal payload (docs/spec.md §8, `Toolgate#sealPayload`) encrypted and
 // authenticated with the host's keys, so the client carries a pending
 // confirmation it can neither read nor forge. Byte-compatible with the Rust
-// gateway (proxy/src/seal.rs; tests/vectors/seals/request-state.json):
+// gateway (toolgate-proxy/src/seal.rs; tests/vectors/seals/request-state.json):
 // - key = HKDF-SHA256(secret, no salt, info `toolgate/request-state/v1/aes-256-gcm`), 32 bytes;
 // - key id = SHA-256(`toolgate/request-state/v1/kid:` ‖ key)[..4], a public fingerprint;
 // - token = `tg1.` ‖ base64url-unpadded(key id ‖ 12-byte random nonce ‖ AES-256-GCM(payload) ‖ 16-byte tag),

@@ -211,7 +211,7 @@ const hugeTurn = `{"context":{},"calls":[{"name":"consultar_plano","arguments":{
 
 /**
  * A fault outcome: the host-built decision and the blocked result in the
- * engine's shape (host-rs `Outcome::fault`), byte for byte.
+ * engine's shape (toolgate `Outcome::fault`), byte for byte.
  * @param {CallOutcome} o @param {keyof typeof HOST_FAULTS} code
  */
 function assertFaultOutcome(o, code) {

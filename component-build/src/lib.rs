@@ -1,14 +1,15 @@
 //! Builds the toolgate policy component: policy-component compiled for
 //! `wasm32-unknown-unknown` (no WASI, so the component imports nothing) with
 //! the size-tuned `guest` profile, then wrapped into a component with
-//! `wit-component`. One build routine, used by host-rs's build script and by
+//! `wit-component`. One build routine, used by toolgate's build script and by
 //! `cargo run -p component-build` for the JS and Python packages.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// toolgate's resource limits, defined once (host-rs includes this file; the
+/// toolgate's resource limits, defined once (toolgate includes this file; the
 /// JavaScript and Python constants are generated from it: [`generated_limits`]).
+pub mod faults;
 pub mod limits;
 pub mod meter;
 
@@ -140,27 +141,78 @@ pub fn interface(component: &[u8]) -> Result<(Vec<String>, Vec<String>), String>
     Ok((imports, exports))
 }
 
-/// Where the generated limit constants go, and how a line comment starts there.
-const LIMIT_FILES: &[(&str, &str)] = &[
-    ("bindings-js/src/faults.js", "//"),
-    ("bindings-js/src/core.js", "//"),
-    ("bindings-py/src/toolgate/_faults.py", "#"),
+/// Where the generated tables go: (file, line comment, block name).
+const GENERATED_BLOCKS: &[(&str, &str, &str)] = &[
+    ("bindings-js/src/faults.js", "//", "limits"),
+    ("bindings-js/src/faults.js", "//", "faults"),
+    ("bindings-js/src/core.js", "//", "limits"),
+    ("bindings-js/src/contract.js", "//", "contract"),
+    ("bindings-py/src/toolgate/_faults.py", "#", "limits"),
+    ("bindings-py/src/toolgate/_faults.py", "#", "faults"),
 ];
 
+/// The contract version, read from the WIT package line
+/// (`package toolgate:policy@X.Y.Z;`): the one place it is written.
+pub fn wit_contract_version(workspace_root: &Path) -> Result<String, String> {
+    let path = workspace_root.join("wit/toolgate.wit");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("package toolgate:policy@"))
+        .and_then(|rest| rest.strip_suffix(';'))
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{}: no `package toolgate:policy@VERSION;` line", path.display()))
+}
+
+/// A string as a JavaScript / Python single-quoted literal (the fault bytes
+/// hold no quote, backslash or non-ASCII character; checked).
+fn quoted(text: &str) -> Result<String, String> {
+    if text
+        .chars()
+        .any(|c| c == '\'' || c == '\\' || !c.is_ascii() || c.is_ascii_control())
+    {
+        return Err(format!("cannot quote {text:?} simply"));
+    }
+    Ok(format!("'{text}'"))
+}
+
 /// The generated block of one bindings file, between its marker lines.
-fn limits_block(path: &str, comment: &str) -> String {
+fn generated_block(path: &str, comment: &str, block: &str, contract: &str) -> Result<String, String> {
     use limits::*;
     let begin = format!(
-        "{comment} BEGIN limits: generated from component-build/src/limits.rs by\n{comment} `cargo run --release --locked -p component-build -- --write-limits`; do not edit.\n"
+        "{comment} BEGIN {block}: generated from component-build/src by\n{comment} `cargo run --release --locked -p component-build -- --write-limits`; do not edit.\n"
     );
-    let end = format!("{comment} END limits\n");
-    let body = if path.ends_with("faults.js") {
-        format!(
+    let end = format!("{comment} END {block}\n");
+    let js = path.ends_with(".js");
+    let body = match (block, js) {
+        ("contract", _) => format!(
+            "/** The WIT contract version this package speaks (wit/toolgate.wit); checked on every load. */\n\
+             export const CONTRACT_VERSION = '{contract}';\n"
+        ),
+        ("faults", true) => {
+            let mut body = String::from(
+                "/**\n * The decisions a host builds itself (docs/spec.md §7), exact bytes.\n * @type {Readonly<Record<HostFaultCode, string>>}\n */\nexport const HOST_FAULTS = Object.freeze({\n",
+            );
+            for (code, bytes) in faults::ALL {
+                body.push_str(&format!("  {code}: {},\n", quoted(bytes)?));
+            }
+            body.push_str("});\n");
+            body
+        }
+        ("faults", false) => {
+            let mut body = String::from(
+                "#: The decisions a host builds itself (docs/spec.md §7), exact bytes.\nFAULTS: dict[str, str] = {\n",
+            );
+            for (code, bytes) in faults::ALL {
+                body.push_str(&format!("    \"{code}\": (\n        {}\n    ),\n", quoted(bytes)?));
+            }
+            body.push_str("}\n");
+            body
+        }
+        (_, true) if path.ends_with("faults.js") => format!(
             "/** Calls and contexts over this many bytes never reach the component. */\n\
              export const MAX_INPUT_BYTES = {MAX_INPUT_BYTES};\n"
-        )
-    } else if path.ends_with(".js") {
-        format!(
+        ),
+        (_, true) => format!(
             "/**\n \
              * Default cap on the component's linear memory, per Toolgate, in bytes. Plain\n \
              * WebAssembly cannot refuse the guest's `memory.grow` here (the memory is the\n \
@@ -170,9 +222,8 @@ fn limits_block(path: &str, comment: &str) -> String {
              export const DEFAULT_MAX_MEMORY_BYTES = {MAX_MEMORY_BYTES};\n\
              /** The guest meter's budget per call, compiled into the component (for reference). */\n\
              export const CALL_BUDGET = {CALL_BUDGET};\n"
-        )
-    } else {
-        format!(
+        ),
+        (_, false) => format!(
             "#: Calls and contexts over this many bytes never reach the component.\n\
              MAX_INPUT_BYTES = {MAX_INPUT_BYTES}\n\
              #: Default cap on the component's linear memory per rule set, in bytes.\n\
@@ -184,35 +235,69 @@ fn limits_block(path: &str, comment: &str) -> String {
              LOAD_BUDGET_PER_INPUT_BYTE = {LOAD_BUDGET_PER_INPUT_BYTE}\n\
              #: Wasmtime fuel is this many times the guest budget: a backstop the meter\n\
              #: always reaches first.\n\
-             FUEL_BACKSTOP_FACTOR = {FUEL_BACKSTOP_FACTOR}\n"
-        )
+             FUEL_BACKSTOP_FACTOR = {FUEL_BACKSTOP_FACTOR}\n\
+             #: The WIT contract version this package speaks (wit/toolgate.wit).\n\
+             CONTRACT_VERSION = \"{contract}\"\n"
+        ),
     };
-    format!("{begin}{body}{end}")
+    Ok(format!("{begin}{body}{end}"))
 }
 
-/// Each bindings file with its generated limits block as it should be:
-/// `(path under the workspace root, current text, expected text)`.
+/// `tests/vectors/host-faults.json`, whole.
+fn host_faults_file() -> Result<String, String> {
+    let mut faults = serde_json::Map::new();
+    for (code, bytes) in faults::ALL {
+        faults.insert(code.to_owned(), serde_json::Value::String(bytes.to_owned()));
+    }
+    let doc = serde_json::json!({
+        "description": "Decisions a host builds itself when the component cannot decide (docs/spec.md §7), generated from component-build/src/faults.rs. tool is always null: the host cannot know which tool the call names without parsing it, which is the engine's job.",
+        "faults": faults,
+        "limits": {
+            "max_input_bytes": limits::MAX_INPUT_BYTES,
+            "note": "Calls and contexts over max_input_bytes get INPUT_TOO_LARGE without reaching the component."
+        }
+    });
+    let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Each generated file as it should be: `(path, current text, expected
+/// text)`: the bindings' generated blocks and tests/vectors/host-faults.json.
 pub fn generated_limits(workspace_root: &Path) -> Result<Vec<(PathBuf, String, String)>, String> {
-    let mut out = Vec::new();
-    for (rel, comment) in LIMIT_FILES {
+    let contract = wit_contract_version(workspace_root)?;
+    let mut files: Vec<(PathBuf, String, String)> = Vec::new();
+    for (rel, comment, block) in GENERATED_BLOCKS {
         let path = workspace_root.join(rel);
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let begin = format!("{comment} BEGIN limits");
-        let end = format!("{comment} END limits\n");
-        let (Some(start), Some(stop)) = (text.find(&begin), text.find(&end)) else {
+        let index = match files.iter().position(|(p, _, _)| *p == path) {
+            Some(i) => i,
+            None => {
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                files.push((path.clone(), text.clone(), text));
+                files.len() - 1
+            }
+        };
+        let Some((_, _, expected)) = files.get_mut(index) else {
+            continue;
+        };
+        let begin = format!("{comment} BEGIN {block}");
+        let end = format!("{comment} END {block}\n");
+        let (Some(start), Some(stop)) = (expected.find(&begin), expected.find(&end)) else {
             return Err(format!(
                 "{}: no `{begin}` ... `{}` block",
                 path.display(),
                 end.trim_end()
             ));
         };
-        let (Some(head), Some(tail)) = (text.get(..start), text.get(stop + end.len()..)) else {
-            return Err(format!("{}: misplaced limits block", path.display()));
+        let (Some(head), Some(tail)) = (expected.get(..start), expected.get(stop + end.len()..)) else {
+            return Err(format!("{}: misplaced {block} block", path.display()));
         };
-        let expected = format!("{head}{}{tail}", limits_block(rel, comment));
-        out.push((path, text, expected));
+        *expected = format!("{head}{}{tail}", generated_block(rel, comment, block, &contract)?);
     }
-    Ok(out)
+    let path = workspace_root.join("tests/vectors/host-faults.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    files.push((path, text, host_faults_file()?));
+    Ok(files)
 }
 
 /// Rewrites the generated limits blocks; returns the files that changed.

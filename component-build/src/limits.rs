@@ -1,6 +1,6 @@
 // toolgate's resource limits, defined once for every host.
 //
-// This file is `component-build`'s `limits` module, and host-rs includes it
+// This file is `component-build`'s `limits` module, and toolgate includes it
 // as is (`include!`): plain `//` comments only (an included file cannot
 // carry inner doc comments), no `use`, only constants.
 //

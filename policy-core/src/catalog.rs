@@ -83,13 +83,13 @@ pub struct Catalog {
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
+    let nibble = |n: u8| char::from_digit(u32::from(n), 16).unwrap_or('0');
     for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+        out.push(nibble(b >> 4));
+        out.push(nibble(b & 0x0f));
     }
     out
 }

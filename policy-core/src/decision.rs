@@ -25,6 +25,19 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every decision code the engine emits (docs/codes.md is generated
+    /// from this list).
+    pub const ALL: [Code; 8] = [
+        Code::NotFound,
+        Code::ScopeDenied,
+        Code::BadRequest,
+        Code::IdempotencyKeyInvalid,
+        Code::ConfirmationRequired,
+        Code::ConfirmationInvalid,
+        Code::InvalidContext,
+        Code::TransactionLimit,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Code::NotFound => "NOT_FOUND",

@@ -51,6 +51,34 @@ pub enum ProblemCode {
 }
 
 impl ProblemCode {
+    /// Every problem code (docs/codes.md is generated from this list).
+    pub const ALL: [ProblemCode; 9] = [
+        ProblemCode::Syntax,
+        ProblemCode::UnknownKey,
+        ProblemCode::InvalidValue,
+        ProblemCode::MissingKey,
+        ProblemCode::Duplicate,
+        ProblemCode::UnsupportedVersion,
+        ProblemCode::UnknownCatalogForm,
+        ProblemCode::InvalidSchema,
+        ProblemCode::TooLarge,
+    ];
+
+    /// What the code means, for docs/codes.md.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ProblemCode::Syntax => "not valid YAML / JSON, or over a parser limit (depth, aliases, size)",
+            ProblemCode::UnknownKey => "a key the format does not define",
+            ProblemCode::InvalidValue => "a value of the wrong type or outside its allowed set",
+            ProblemCode::MissingKey => "a key that must be there is missing",
+            ProblemCode::Duplicate => "the same key or tool named twice",
+            ProblemCode::UnsupportedVersion => "`version` / `formatVersion` is not one this engine reads",
+            ProblemCode::UnknownCatalogForm => "the catalog's shape matches none of the accepted forms",
+            ProblemCode::InvalidSchema => "a tool's `inputSchema` is not a schema the validator can compile",
+            ProblemCode::TooLarge => "the input is larger than the engine accepts",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ProblemCode::Syntax => "SYNTAX",

@@ -8,7 +8,7 @@ wit_bindgen::generate!({
     world: "toolgate",
 });
 
-use exports::toolgate::policy::engine::{Finding, Guest, GuestRuleSet, Problem, RuleSet};
+use exports::toolgate::policy::engine::{Confirmation, Finding, Guest, GuestRuleSet, Outcome, Problem, RuleSet};
 
 struct Component;
 
@@ -21,7 +21,7 @@ impl Guest for Component {
     type RuleSet = Floor;
 
     fn contract_version() -> String {
-        "0.1.0".to_owned()
+        "0.2.0".to_owned()
     }
 }
 
@@ -56,8 +56,17 @@ impl GuestRuleSet for Floor {
         Vec::new()
     }
 
-    fn strip_fields(&self, _tool: String) -> Vec<String> {
-        Vec::new()
+    fn decide(&self, call: Vec<u8>, context: String, _confirmation: Confirmation) -> Outcome {
+        Outcome {
+            decision: self.evaluate(call, context),
+            forward: Some("{}".to_owned()),
+            blocked_result: None,
+            digest: None,
+        }
+    }
+
+    fn seal_payload(&self, _call: Vec<u8>, _caller: String, _id: String, _expires_ms: u64) -> Result<String, Problem> {
+        Ok(String::new())
     }
 }
 

@@ -3,6 +3,9 @@
 Exact bytes of ``tests/vectors/host-faults.json``; a test checks they match.
 """
 
+# BEGIN faults: generated from component-build/src by
+# `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
+#: The decisions a host builds itself (docs/spec.md §7), exact bytes.
 FAULTS: dict[str, str] = {
     "ENGINE_TRAP": (
         '{"ok":false,"error":{"code":"ENGINE_TRAP","message":"The policy engine failed on this call; it was not allowed. Report it if it repeats.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}'
@@ -16,9 +19,13 @@ FAULTS: dict[str, str] = {
     "INPUT_TOO_LARGE": (
         '{"ok":false,"error":{"code":"INPUT_TOO_LARGE","message":"The call is larger than this host accepts; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}'
     ),
+    "STORE_UNAVAILABLE": (
+        '{"ok":false,"error":{"code":"STORE_UNAVAILABLE","message":"The store that makes a confirmation single-use could not be reached, so the call was not run. Try again shortly.","retryable":true,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}'
+    ),
 }
+# END faults
 
-# BEGIN limits: generated from component-build/src/limits.rs by
+# BEGIN limits: generated from component-build/src by
 # `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
 #: Calls and contexts over this many bytes never reach the component.
 MAX_INPUT_BYTES = 4194304
@@ -32,4 +39,6 @@ LOAD_BUDGET_PER_INPUT_BYTE = 100000
 #: Wasmtime fuel is this many times the guest budget: a backstop the meter
 #: always reaches first.
 FUEL_BACKSTOP_FACTOR = 2
+#: The WIT contract version this package speaks (wit/toolgate.wit).
+CONTRACT_VERSION = "0.2.0"
 # END limits

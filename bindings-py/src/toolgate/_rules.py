@@ -179,7 +179,7 @@ class RuleSet:
             raise EngineFault(trap.code, f"the policy engine failed on contract-version: {trap.detail}") from None
         if version != _runtime.CONTRACT_VERSION:
             raise EngineFault(
-                "CONTRACT_MISMATCH",
+                "CONTRACT_VERSION_MISMATCH",
                 f"the component implements toolgate:policy {version}, this package needs {_runtime.CONTRACT_VERSION}",
             )
         try:

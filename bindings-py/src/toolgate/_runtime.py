@@ -23,11 +23,17 @@ import wasmtime
 from wasmtime import component as wc
 
 from . import _fastpath
-from ._faults import CALL_BUDGET, FUEL_BACKSTOP_FACTOR, LOAD_BUDGET, LOAD_BUDGET_PER_INPUT_BYTE, MAX_MEMORY_BYTES
+from ._faults import (
+    CALL_BUDGET,
+    FUEL_BACKSTOP_FACTOR,
+    LOAD_BUDGET,
+    LOAD_BUDGET_PER_INPUT_BYTE,
+    MAX_MEMORY_BYTES,
+)
 
-#: The WIT contract version this package speaks (``toolgate:policy@0.2.0``);
-#: checked against the component on every load. The one place it is written.
-CONTRACT_VERSION = "0.2.0"
+# The WIT contract version this package speaks, generated from
+# wit/toolgate.wit into _faults; checked against the component on every load.
+from ._faults import CONTRACT_VERSION as CONTRACT_VERSION
 INTERFACE = f"toolgate:policy/engine@{CONTRACT_VERSION}"
 
 # What stops a runaway call is the component's own compute budget (the guest

@@ -40,3 +40,18 @@ fn every_vector_passes_through_the_component() {
     let failures: Vec<String> = all_files().iter().flat_map(|p| check_file(&runner, p)).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The contract version is written once, in the WIT package line; the
+/// engine's and the Rust SDK's constants must say the same (the JS and
+/// Python constants are generated from it by component-build).
+#[test]
+fn contract_version_constants_follow_the_wit_package() {
+    let wit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit/toolgate.wit")).unwrap();
+    let version = wit
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("package toolgate:policy@"))
+        .and_then(|v| v.strip_suffix(';'))
+        .unwrap();
+    assert_eq!(policy_core::CONTRACT_VERSION, version);
+    assert_eq!(toolgate::CONTRACT_VERSION, version);
+}

@@ -1,5 +1,5 @@
 //! `differential`: the same input through policy-core natively and through
-//! the component under wasmtime (host-rs); any difference in decision bytes,
+//! the component under wasmtime (toolgate); any difference in decision bytes,
 //! `tools/list` bytes, `strip_fields`, revision or load problem fails.
 
 use crate::fixtures::{fixtures, native_rules};
@@ -99,12 +99,22 @@ fn compare(native: &Rules, wasm: &RuleSet, call: &[u8], context: &str) {
         "lists differ (native, component) for context {context:?}"
     );
 
-    // The name the call gives, if any: both sides strip the same fields.
-    if let Ok(call) = policy_core::evaluate::parse_call(call) {
-        let n_strip: Vec<String> = native.strip_fields(&call.name).iter().map(|&s| s.to_owned()).collect();
-        let w_strip = wasm
-            .strip_fields(&call.name)
-            .unwrap_or_else(|e| panic!("strip_fields: {e}"));
-        assert_eq!(n_strip, w_strip, "strip_fields differ for {:?}", call.name);
+    // The call pipeline: every confirmation path gives the same decision,
+    // the same arguments to forward, blocked result and digest.
+    for (native_confirmation, wasm_confirmation) in [
+        (policy_core::Confirmation::None, toolgate::Confirmation::None),
+        (policy_core::Confirmation::Argument, toolgate::Confirmation::Argument),
+        (policy_core::Confirmation::Person, toolgate::Confirmation::Person),
+        (policy_core::Confirmation::Invalid, toolgate::Confirmation::Invalid),
+    ] {
+        let n = native.decide(call, context, native_confirmation);
+        let w = wasm.decide(call, context, wasm_confirmation);
+        assert_eq!(
+            (&n.decision.json, &n.forward, &n.blocked_result, &n.digest),
+            (&w.decision.json, &w.forward, &w.blocked_result, &w.digest),
+            "decide ({}) differs (native, component) for call {:?} context {context:?}",
+            native_confirmation.as_str(),
+            String::from_utf8_lossy(call)
+        );
     }
 }

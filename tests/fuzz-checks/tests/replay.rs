@@ -44,12 +44,8 @@ fn seeds() -> Seeds {
         let mut first_call = None;
         for case in &file.cases {
             let (call, context) = match case.op {
-                Op::Evaluate => (case.call_bytes().unwrap(), case.context_text()),
+                Op::Evaluate | Op::Decide => (case.call_bytes().unwrap(), case.context_text()),
                 Op::List => (Vec::new(), case.context_text()),
-                Op::StripFields => (
-                    serde_json::to_vec(&serde_json::json!({"name": case.tool})).unwrap(),
-                    String::new(),
-                ),
                 _ => continue,
             };
             if case.op == Op::Evaluate && first_call.is_none() {

@@ -3,7 +3,8 @@ use clap::{Args, Parser, Subcommand};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use toolgate::{Context, Engine, Error, RuleSet, Surface};
+use toolgate::{Context, Engine, Error, RuleSet};
+use toolgate_proxy::SurfaceArg;
 
 mod demo;
 mod policy_test;
@@ -37,7 +38,8 @@ enum Command {
     /// Runs the bundled retail example through the turn state machine.
     Demo,
     /// MCP gateway: put the policy in front of any MCP server
-    /// (`toolgate proxy --help`; runs the `toolgate-proxy` binary).
+    /// (`toolgate proxy --help`). Everything after `proxy` goes to the
+    /// gateway as it is, `--` included.
     #[command(disable_help_flag = true)]
     Proxy {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -59,8 +61,8 @@ struct RulesArgs {
     #[arg(long)]
     catalog: PathBuf,
     /// confirming (the caller can carry a human confirmation) or direct.
-    #[arg(long, value_enum, default_value_t = Surface::Confirming)]
-    surface: Surface,
+    #[arg(long, value_enum, default_value_t = SurfaceArg::Confirming)]
+    surface: SurfaceArg,
     /// Granted scopes, comma-separated. Absent: no scope check. "": none granted.
     #[arg(long)]
     scopes: Option<String>,
@@ -86,12 +88,21 @@ struct TestArgs {
 
 impl RulesArgs {
     fn context(&self) -> Context {
-        Context::from_flags(self.surface, self.scopes.as_deref(), self.allow.as_deref())
+        Context::from_flags(self.surface.into(), self.scopes.as_deref(), self.allow.as_deref())
     }
 }
 
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // The gateway parses its own arguments: clap would take the `--` before
+    // the server command for itself (`toolgate proxy -- node server.js`).
+    let mut argv = std::env::args_os();
+    let program = argv.next();
+    let rest: Vec<std::ffi::OsString> = argv.collect();
+    if rest.first().is_some_and(|a| a == "proxy") {
+        let name = std::ffi::OsString::from("toolgate proxy");
+        return toolgate_proxy::main_with(std::iter::once(name).chain(rest.into_iter().skip(1)));
+    }
+    let cli = match Cli::try_parse_from(program.into_iter().chain(rest)) {
         Ok(cli) => cli,
         Err(e) => {
             let usage = e.use_stderr();
@@ -125,27 +136,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check(&args),
         Command::Test(args) => policy_test::run(&args.files),
         Command::Demo => demo::run(),
-        Command::Proxy { args } => proxy(&args),
+        // Dispatched in `main` before parsing; reached only through clap's
+        // own help machinery.
+        Command::Proxy { args } => {
+            let name = std::ffi::OsString::from("toolgate proxy");
+            Ok(toolgate_proxy::main_with(std::iter::once(name).chain(args)))
+        }
         Command::Precompile { out } => {
             let bytes = Engine::precompile()?;
             std::fs::write(&out, bytes).with_context(|| out.display().to_string())?;
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// `toolgate proxy …` runs the `toolgate-proxy` binary (crate `proxy/`,
-/// which depends on this one) from beside this executable, else from PATH.
-fn proxy(args: &[std::ffi::OsString]) -> Result<ExitCode> {
-    use std::os::unix::process::CommandExt;
-    let beside = std::env::current_exe()?.with_file_name("toolgate-proxy");
-    let program = if beside.is_file() {
-        beside
-    } else {
-        PathBuf::from("toolgate-proxy")
-    };
-    let err = std::process::Command::new(&program).args(args).exec();
-    Err(anyhow!("could not run {}: {err}", program.display()))
 }
 
 pub fn read_text(path: &Path) -> Result<String> {

@@ -40,18 +40,20 @@ pub static COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate
 pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// The host-built decisions for faults, byte for byte as every host builds
-/// them (`tests/vectors/host-faults.json`).
+/// them: defined once in `component-build/src/faults.rs` (included here as
+/// is; generated into the JavaScript and Python packages and into
+/// `tests/vectors/host-faults.json`).
 pub mod faults {
-    pub const ENGINE_TRAP: &str = r#"{"ok":false,"error":{"code":"ENGINE_TRAP","message":"The policy engine failed on this call; it was not allowed. Report it if it repeats.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
-    pub const ENGINE_LIMIT: &str = r#"{"ok":false,"error":{"code":"ENGINE_LIMIT","message":"The policy engine ran out of its time budget on this call; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
-    pub const ENGINE_OUT_OF_MEMORY: &str = r#"{"ok":false,"error":{"code":"ENGINE_OUT_OF_MEMORY","message":"The policy engine ran out of memory on this call; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
-    pub const STORE_UNAVAILABLE: &str = r#"{"ok":false,"error":{"code":"STORE_UNAVAILABLE","message":"The store that makes a confirmation single-use could not be reached, so the call was not run. Try again shortly.","retryable":true,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
-    pub const INPUT_TOO_LARGE: &str = r#"{"ok":false,"error":{"code":"INPUT_TOO_LARGE","message":"The call is larger than this host accepts; it was not allowed. Send a smaller call.","retryable":false,"outcome":"error"},"metadata":{"tool":null,"blocked_by_policy":true}}"#;
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../component-build/src/faults.rs"));
 }
 
 /// Errors of the SDK. Every variant has a stable code.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
+    /// The component implements another contract version than this host
+    /// (`CONTRACT_VERSION_MISMATCH`, the same code in every SDK).
+    ContractVersion { found: String },
     /// The policy or catalog was refused by the engine.
     Load(Problem),
     /// The context, turn state or turn input was refused by the engine.
@@ -70,6 +72,7 @@ impl Error {
         match self {
             Error::Load(p) | Error::Invalid(p) => p.code.clone(),
             Error::Component(_) => "COMPONENT_INVALID".into(),
+            Error::ContractVersion { .. } => "CONTRACT_VERSION_MISMATCH".into(),
             Error::Fault { code } => (*code).into(),
             Error::TooLarge => "INPUT_TOO_LARGE".into(),
         }
@@ -81,6 +84,10 @@ impl fmt::Display for Error {
         match self {
             Error::Load(p) | Error::Invalid(p) => write!(f, "{p}"),
             Error::Component(why) => write!(f, "the policy component is unusable: {why}"),
+            Error::ContractVersion { found } => write!(
+                f,
+                "the policy component implements contract {found}; this host speaks {CONTRACT_VERSION} (CONTRACT_VERSION_MISMATCH)"
+            ),
             Error::Fault { code } => write!(f, "the policy engine failed ({code})"),
             Error::TooLarge => write!(f, "input larger than the host accepts (INPUT_TOO_LARGE)"),
         }
@@ -152,7 +159,7 @@ pub struct Context {
     pub allowed_tools: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Surface {
     /// The caller can carry a human confirmation (the default).
@@ -498,6 +505,22 @@ impl Engine {
     }
 
     fn from_component(engine: wasmtime::Engine, component: Component, limits: Limits) -> Result<Engine, Error> {
+        // Another contract's component exports the engine interface under
+        // another version: say so, rather than "unusable".
+        const INTERFACE: &str = "toolgate:policy/engine@";
+        let expected = format!("{INTERFACE}{CONTRACT_VERSION}");
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(&engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        if !exports.contains(&expected)
+            && let Some(other) = exports.iter().find_map(|n| n.strip_prefix(INTERFACE))
+        {
+            return Err(Error::ContractVersion {
+                found: other.to_owned(),
+            });
+        }
         // The component imports nothing: an empty linker is the whole host.
         let linker: Linker<HostState> = Linker::new(&engine);
         let instance_pre = linker.instantiate_pre(&component).map_err(component_error)?;
@@ -513,9 +536,7 @@ impl Engine {
             .call_contract_version(&mut store)
             .map_err(component_error)?;
         if version != CONTRACT_VERSION {
-            return Err(Error::Component(format!(
-                "component implements contract {version}, this host speaks {CONTRACT_VERSION}"
-            )));
+            return Err(Error::ContractVersion { found: version });
         }
         Ok(engine)
     }

@@ -309,7 +309,7 @@ mod vectors {
         let other_call = json!({"name": "alterar_plano", "arguments": {"customer_id": "c-1", "new_plan_id": "MAX"}});
         let doc = json!({
             "spec": "§8",
-            "description": "requestState tokens sealed by the Rust gateway (proxy/src/seal.rs: AES-256-GCM under HKDF-SHA256, `tg1.` + base64url(key id | nonce | ciphertext | tag)). Every host opens each token with the ring `secrets` (the first seals, all open) to exactly `payload`, or refuses it when `payload` is null; then decides `call` with the opened payload as a seal (caller, now_ms) against the plans fixtures and gets `expect_code`.",
+            "description": "requestState tokens sealed by the Rust gateway (toolgate-proxy/src/seal.rs: AES-256-GCM under HKDF-SHA256, `tg1.` + base64url(key id | nonce | ciphertext | tag)). Every host opens each token with the ring `secrets` (the first seals, all open) to exactly `payload`, or refuses it when `payload` is null; then decides `call` with the opened payload as a seal (caller, now_ms) against the plans fixtures and gets `expect_code`.",
             "secrets": [CURRENT, PREVIOUS],
             "policy": "../fixtures/plans-policy.yaml",
             "catalog": "../fixtures/plans-catalog.json",

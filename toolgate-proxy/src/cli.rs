@@ -33,8 +33,8 @@ pub struct ProxyArgs {
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// confirming (the caller can carry a human confirmation) or direct.
-    #[arg(long, value_enum, default_value_t = Surface::Confirming)]
-    pub surface: Surface,
+    #[arg(long, value_enum, default_value_t = SurfaceArg::Confirming)]
+    pub surface: SurfaceArg,
     /// Granted scopes, comma-separated. Absent: no scope check.
     #[arg(long)]
     pub scopes: Option<String>,
@@ -88,6 +88,25 @@ pub struct ProxyArgs {
     /// The upstream server's command and arguments (after `--`).
     #[arg(last = true, value_name = "SERVER_CMD")]
     pub command: Vec<String>,
+}
+
+/// `--surface` on the command line (the SDK's [`Surface`] carries no
+/// command-line parsing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SurfaceArg {
+    /// The caller can carry a human confirmation (the default).
+    Confirming,
+    /// No confirmation round-trip: only read-only tools that need none.
+    Direct,
+}
+
+impl From<SurfaceArg> for Surface {
+    fn from(s: SurfaceArg) -> Surface {
+        match s {
+            SurfaceArg::Confirming => Surface::Confirming,
+            SurfaceArg::Direct => Surface::Direct,
+        }
+    }
 }
 
 /// Parses `args` (the first is the program name) and runs the proxy.
@@ -229,7 +248,7 @@ fn config(args: &ProxyArgs, sealing: Sealing) -> Result<Config, ProxyError> {
         None => None,
     };
     let relay = RelayList::new(args.relay_methods.iter().cloned()).map_err(ProxyError::Usage)?;
-    let context = Context::from_flags(args.surface, args.scopes.as_deref(), args.allow.as_deref());
+    let context = Context::from_flags(args.surface.into(), args.scopes.as_deref(), args.allow.as_deref());
     if args.trust_model_confirmation {
         eprintln!(
             "toolgate proxy: --trust-model-confirmation: a model-written `confirmed: true` counts as a person's confirmation where the client cannot be asked"

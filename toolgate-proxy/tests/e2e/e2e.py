@@ -104,6 +104,14 @@ async def main():
     all_tools = sorted(t.name for t in direct.tools)
     check("server lists write_file directly", "write_file" in all_tools, all_tools)
 
+    # 0. `toolgate proxy -- SERVER_CMD` through the CLI, no option before `--`:
+    # the gateway is linked into the CLI and gets the `--` as written.
+    cli = StdioServerParameters(
+        command=str(Path(PROXY).with_name("toolgate")), args=["proxy", "--", NODE, SERVER, str(root)], env=dict(os.environ)
+    )
+    via_cli = await with_session(cli, lambda s: s.list_tools())
+    check("`toolgate proxy -- node server.js DIR` serves the tools", "read_text_file" in [t.name for t in via_cli.tools])
+
     # 1. Direct surface: only the read tools.
     via = await with_session(proxy_params(root, "--surface", "direct"), lambda s: s.list_tools())
     names = [t.name for t in via.tools]

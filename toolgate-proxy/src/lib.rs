@@ -11,6 +11,7 @@
 
 mod audit;
 mod cli;
+pub mod codes;
 pub mod confirm;
 mod error;
 #[doc(hidden)]
@@ -25,6 +26,6 @@ pub mod stdio;
 mod upstream;
 
 pub use audit::Audit;
-pub use cli::{ProxyArgs, main_with, run};
+pub use cli::{ProxyArgs, SurfaceArg, main_with, run};
 pub use error::ProxyError;
 pub use gateway::{Config, Connector, Gateway, UpstreamSpec};

@@ -1,0 +1,55 @@
+//! The codes the gateway itself answers with, in a JSON-RPC error's
+//! `data.toolgate` (or, for `STORE_UNAVAILABLE` and `GATEWAY_REFUSED`, as
+//! described): one table, from which docs/codes.md is generated.
+
+/// `(code, when, retryable)`.
+pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
+    (
+        "UPSTREAM_UNAVAILABLE",
+        "the upstream server could not be started or reached; nothing was forwarded",
+        true,
+    ),
+    (
+        "UPSTREAM_TIMEOUT",
+        "the upstream did not answer within `--timeout` (progress resets it); whether a call ran is unknown",
+        true,
+    ),
+    (
+        "UPSTREAM_CLOSED",
+        "the connection to the upstream ended before it answered; whether a call ran is unknown",
+        true,
+    ),
+    ("UPSTREAM_ERROR", "the upstream failed on the request", true),
+    (
+        "CATALOG_REJECTED",
+        "the upstream's tool catalog could not be loaded by the engine; no call is allowed",
+        false,
+    ),
+    (
+        "ENGINE_ERROR",
+        "the engine answered something the gateway could not read; the call was not forwarded",
+        false,
+    ),
+    ("PROXY_ERROR", "the gateway could not build a message", false),
+    (
+        "CLIENT_CLOSED",
+        "the client went away while the upstream asked it something",
+        false,
+    ),
+    (
+        "CLIENT_ERROR",
+        "the client did not answer the upstream's request",
+        false,
+    ),
+    ("CANCELLED", "the client cancelled the request", false),
+    (
+        "GATEWAY_REFUSED",
+        "a message the gate refuses before any session sees it (unparseable, untyped, a method not relayed)",
+        false,
+    ),
+    (
+        "STORE_UNAVAILABLE",
+        "a blocked result (host fault): the ledger that makes a sealed confirmation single-use could not be reached",
+        true,
+    ),
+];
