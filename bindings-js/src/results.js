@@ -196,21 +196,18 @@ export function faultOutcome(code) {
   return new CallOutcome(FAULT_DECISIONS[code], null, FAULT_BLOCKED[code], null);
 }
 
-/** The host-built decisions (SPEC §7), one object each. */
-export const FAULT_DECISIONS = Object.freeze({
-  ENGINE_TRAP: new Decision(HOST_FAULTS.ENGINE_TRAP),
-  ENGINE_LIMIT: new Decision(HOST_FAULTS.ENGINE_LIMIT),
-  ENGINE_OUT_OF_MEMORY: new Decision(HOST_FAULTS.ENGINE_OUT_OF_MEMORY),
-  INPUT_TOO_LARGE: new Decision(HOST_FAULTS.INPUT_TOO_LARGE),
-});
+/**
+ * The host-built decisions (docs/spec.md §7), one object each, derived from the generated table.
+ * @type {Readonly<Record<HostFaultCode, Decision>>}
+ */
+export const FAULT_DECISIONS = Object.freeze(
+  /** @type {Record<HostFaultCode, Decision>} */ (Object.fromEntries(Object.entries(HOST_FAULTS).map(([code, bytes]) => [code, new Decision(bytes)]))),
+);
 
 /** The blocked results of the host-built decisions. @type {Readonly<Record<HostFaultCode, string>>} */
-const FAULT_BLOCKED = Object.freeze({
-  ENGINE_TRAP: blockedResultJson(HOST_FAULTS.ENGINE_TRAP),
-  ENGINE_LIMIT: blockedResultJson(HOST_FAULTS.ENGINE_LIMIT),
-  ENGINE_OUT_OF_MEMORY: blockedResultJson(HOST_FAULTS.ENGINE_OUT_OF_MEMORY),
-  INPUT_TOO_LARGE: blockedResultJson(HOST_FAULTS.INPUT_TOO_LARGE),
-});
+const FAULT_BLOCKED = Object.freeze(
+  /** @type {Record<HostFaultCode, string>} */ (Object.fromEntries(Object.entries(HOST_FAULTS).map(([code, bytes]) => [code, blockedResultJson(bytes)]))),
+);
 
 /**
  * A host-built decision (SPEC §7) as a Decision.
