@@ -34,6 +34,7 @@ from ._faults import (
 # The WIT contract version this package speaks, generated from
 # wit/toolgate.wit into _faults; checked against the component on every load.
 from ._faults import CONTRACT_VERSION as CONTRACT_VERSION
+
 INTERFACE = f"toolgate:policy/engine@{CONTRACT_VERSION}"
 
 # What stops a runaway call is the component's own compute budget (the guest
