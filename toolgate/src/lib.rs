@@ -435,8 +435,10 @@ impl Engine {
     }
 
     /// The embedded component, compiled once per machine: the native code is
-    /// kept in a cache directory (`TOOLGATE_CACHE_DIR`, default
-    /// `$XDG_CACHE_HOME/toolgate` or `~/.cache/toolgate`; `off` disables it)
+    /// kept in a cache directory (`TOOLGATE_CACHE_DIR`, default the
+    /// platform's cache folder + `toolgate`: `$XDG_CACHE_HOME` or `~/.cache`,
+    /// `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows; `off`
+    /// disables it)
     /// and loaded from there on later starts. Compiling takes seconds on a
     /// small machine; loading the cached artifact takes about a millisecond.
     /// The cache is trusted like the binary itself: keep it user-owned.
@@ -610,11 +612,21 @@ fn cache_dir() -> Option<std::path::PathBuf> {
     match std::env::var_os("TOOLGATE_CACHE_DIR") {
         Some(v) if v == "off" => None,
         Some(v) if !v.is_empty() => Some(v.into()),
-        _ => std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(std::path::PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
-            .map(|base| base.join("toolgate")),
+        _ => platform_cache_base().map(|base| base.join("toolgate")),
+    }
+}
+
+/// The platform's per-user cache folder: `$XDG_CACHE_HOME` or `~/.cache` on
+/// Linux and other Unix, `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on
+/// Windows.
+fn platform_cache_base() -> Option<std::path::PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+    if cfg!(windows) {
+        var("LOCALAPPDATA")
+    } else if cfg!(target_os = "macos") {
+        var("HOME").map(|h| h.join("Library").join("Caches"))
+    } else {
+        var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))
     }
 }
 
