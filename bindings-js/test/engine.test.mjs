@@ -116,7 +116,8 @@ test('decide: the call pipeline, with how the confirmation was obtained', () => 
   assert.equal(argument.forwardJson, '{"customer_id":"1","new_plan_id":"GOLD"}');
   assert.deepEqual(argument.forward, { customer_id: '1', new_plan_id: 'GOLD' });
   assert.equal(argument.blockedResult, null);
-  assert.equal(argument.digest, none.digest, 'the digest leaves the engine fields out');
+  assert.equal(argument.digest, null, 'no digest where no confirmation is pending or given');
+  assert.equal(plans.decide(call, {}, 'person').digest, none.digest, 'the digest leaves the engine fields out');
   // 'person': the person accepted this very call; a tool that declares `confirmed` gets it.
   assert.deepEqual(plans.decide({ name: 'cancelar_conta', arguments: { customer_id: '1' } }, null, 'person').forward, { confirmed: true, customer_id: '1' });
   assert.equal(plans.decide(call, null, 'invalid').decision.code, 'CONFIRMATION_INVALID');
