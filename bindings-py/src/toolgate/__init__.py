@@ -9,7 +9,12 @@ runs (shipped inside this package); nothing is re-implemented here.
     >>> d.ok, d.code, d.json        # typed fields, canonical bytes kept
     >>> o = rules.decide({"name": "alterar_plano", "arguments": {...}}, Context(), "none")
     >>> o.forward, o.blocked_result  # what to forward, or what to answer with
+
+``StateKeys`` (sealed ``requestState``, :mod:`toolgate.seal`) is loaded on first
+use: ``import toolgate`` does not import ``cryptography``.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._faults import FAULTS, MAX_INPUT_BYTES
 from ._rules import (
@@ -34,23 +39,45 @@ from ._types import (
     TurnState,
 )
 
+if TYPE_CHECKING:
+    from .seal import MAX_STATE_TOKEN_BYTES, MIN_SECRET_BYTES, InvalidStateError, StateKeyError, StateKeys
+
 __version__ = "0.1.0"
+
+_SEAL_NAMES = frozenset(
+    {"MAX_STATE_TOKEN_BYTES", "MIN_SECRET_BYTES", "InvalidStateError", "StateKeyError", "StateKeys"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    # The sealed-state codec, on first use (PEP 562).
+    if name in _SEAL_NAMES:
+        from . import seal
+
+        return getattr(seal, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CONTRACT_VERSION",
     "FAULTS",
     "MAX_INPUT_BYTES",
+    "MAX_STATE_TOKEN_BYTES",
+    "MIN_SECRET_BYTES",
     "POLICY_ENV",
     "Confirmation",
     "Context",
     "Decision",
     "EngineFault",
     "Finding",
+    "InvalidStateError",
     "LoadError",
     "Outcome",
     "Problem",
     "ProblemError",
     "RuleSet",
+    "StateKeyError",
+    "StateKeys",
     "ToolCall",
     "ToolgateError",
     "TurnResultEntry",
