@@ -392,3 +392,9 @@ export class Toolgate {
 
 export { CONTRACT_VERSION, setDefaultModule, contextJson, Decision, CallOutcome, ToolList, TurnState, faultDecision, faultOutcome, HOST_FAULTS, MAX_INPUT_BYTES };
 export * from './errors.js';
+
+/**
+ * The same class under the name every toolgate SDK uses for loaded rules
+ * (Rust `toolgate::RuleSet`, Python `toolgate.RuleSet`).
+ */
+export const RuleSet = Toolgate;
