@@ -620,7 +620,11 @@ fn cache_dir() -> Option<std::path::PathBuf> {
 /// Linux and other Unix, `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on
 /// Windows.
 fn platform_cache_base() -> Option<std::path::PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
     if cfg!(windows) {
         var("LOCALAPPDATA")
     } else if cfg!(target_os = "macos") {
