@@ -37,6 +37,13 @@ pub struct Record<'a> {
     /// The sealed confirmation's id (MCP 2026-07-28), when one was made or
     /// presented.
     pub seal: Option<&'a str>,
+    /// The approval page's id, when a link was given or used.
+    pub approval: Option<&'a str>,
+    /// The call digest, on approval lines (never argument values).
+    pub digest: Option<&'a str>,
+    /// An approval event: `link`, `shown`, `approved`, `denied`,
+    /// `expired`, `consumed`.
+    pub event: Option<&'a str>,
     /// What happened to the call: `forwarded` or `blocked`.
     pub outcome: &'a str,
     pub arguments: Option<&'a Value>,
@@ -84,6 +91,15 @@ impl Audit {
         if let Some(seal) = record.seal {
             line.insert("seal".into(), Value::String(seal.to_owned()));
         }
+        for (key, value) in [
+            ("approval", record.approval),
+            ("digest", record.digest),
+            ("event", record.event),
+        ] {
+            if let Some(value) = value {
+                line.insert(key.into(), Value::String(value.to_owned()));
+            }
+        }
         line.insert("outcome".into(), Value::String(record.outcome.to_owned()));
         if self.with_args {
             line.insert("arguments".into(), record.arguments.cloned().unwrap_or(Value::Null));
@@ -102,8 +118,13 @@ impl Audit {
 /// The current time as RFC 3339 UTC with milliseconds.
 pub fn rfc3339_now() -> String {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = now.as_secs();
-    let millis = now.subsec_millis();
+    rfc3339_ms(u64::try_from(now.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds.
+pub fn rfc3339_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let millis = ms % 1000;
     let days = i64::try_from(secs / 86_400).unwrap_or(0);
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);

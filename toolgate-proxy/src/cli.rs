@@ -85,6 +85,16 @@ pub struct ProxyArgs {
     /// confirmed call runs.
     #[arg(long, value_name = "URL", default_value = "memory")]
     pub store: String,
+    /// Where approval pages are served (links for clients that cannot ask
+    /// the person themselves). Default: the `--listen` address; with stdio,
+    /// 127.0.0.1:0 (a free loopback port, printed on stderr at start).
+    #[arg(long, value_name = "ADDR")]
+    pub approve_listen: Option<String>,
+    /// The approval links' base as the person's browser reaches it (e.g.
+    /// behind a reverse proxy: https://toolgate.example.com). Default:
+    /// http:// and the address the pages are served on.
+    #[arg(long, value_name = "URL")]
+    pub approve_url: Option<String>,
     /// The upstream server's command and arguments (after `--`).
     #[arg(last = true, value_name = "SERVER_CMD")]
     pub command: Vec<String>,
@@ -265,6 +275,7 @@ fn config(args: &ProxyArgs, sealing: Sealing) -> Result<Config, ProxyError> {
         timeout: Duration::from_secs(args.timeout.max(1)),
         audit,
         relay,
+        approve: Default::default(),
         stateless: Default::default(),
     })
 }
@@ -279,8 +290,31 @@ fn drop_report() -> DropReport {
 async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     let sealing = sealing(&args).await?;
     let config = Arc::new(config(&args, sealing)?);
+    let own_pages = match (&args.approve_listen, &args.listen) {
+        (Some(addr), _) => Some(addr.as_str()),
+        (None, None) => Some("127.0.0.1:0"),
+        (None, Some(_)) => None,
+    };
+    if let Some(addr) = own_pages {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ProxyError::Listen {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| ProxyError::Listen {
+            addr: addr.to_owned(),
+            source,
+        })?;
+        let router = approve_router(&config, local, args.approve_url.as_deref());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                eprintln!("toolgate proxy: the approval pages stopped: {e}");
+            }
+        });
+    }
     let served = match &args.listen {
-        Some(addr) => serve_http(config.clone(), addr).await,
+        Some(addr) => serve_http(config.clone(), addr, own_pages.is_none(), args.approve_url.as_deref()).await,
         None => serve_stdio(config.clone()).await,
     };
     config.shutdown_stateless().await;
@@ -323,7 +357,37 @@ async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
     Ok(())
 }
 
-async fn serve_http(config: Arc<Config>, addr: &str) -> Result<(), ProxyError> {
+/// The approval pages' router, and their links' base set and said on stderr.
+fn approve_router(config: &Arc<Config>, local: std::net::SocketAddr, public: Option<&str>) -> axum::Router {
+    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+    hosts.push(local.ip().to_string());
+    let base = match public {
+        Some(url) => {
+            let url = url.trim_end_matches('/').to_owned();
+            let host = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+            let host = host.split(['/', ':']).next().unwrap_or_default();
+            hosts.push(host.to_owned());
+            url
+        }
+        None => {
+            let ip = match local.ip() {
+                std::net::IpAddr::V4(v4) if v4.is_unspecified() => "127.0.0.1".to_owned(),
+                std::net::IpAddr::V6(v6) if v6.is_unspecified() => "[::1]".to_owned(),
+                std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+                std::net::IpAddr::V4(v4) => v4.to_string(),
+            };
+            format!("http://{ip}:{}", local.port())
+        }
+    };
+    eprintln!("toolgate proxy: approval pages at {base}/approve/");
+    let _ = config.approve.base.set(base);
+    crate::approve::router(crate::approve::Served {
+        config: config.clone(),
+        hosts: Arc::new(hosts),
+    })
+}
+
+async fn serve_http(config: Arc<Config>, addr: &str, with_pages: bool, public: Option<&str>) -> Result<(), ProxyError> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -344,14 +408,19 @@ async fn serve_http(config: Arc<Config>, addr: &str) -> Result<(), ProxyError> {
         report: drop_report(),
         in_flight: Arc::default(),
     });
+    let pages = with_pages.then(|| approve_router(&config, local, public));
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
     );
-    let router = axum::Router::new()
+    let mut router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, crate::http::gate));
+    // After the gate's layer: the pages' form POSTs are not JSON-RPC.
+    if let Some(pages) = pages {
+        router = router.merge(pages);
+    }
     eprintln!("toolgate proxy: listening on http://{local}/mcp");
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown_signal())
@@ -360,6 +429,7 @@ async fn serve_http(config: Arc<Config>, addr: &str) -> Result<(), ProxyError> {
 }
 
 async fn shutdown_signal() {
+    #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -368,6 +438,9 @@ async fn shutdown_signal() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
+    // Windows has no SIGTERM: Ctrl-C (and Ctrl-Break) stop the gateway.
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = term => {}

@@ -258,6 +258,7 @@ impl Harness {
             timeout: Duration::from_secs(10),
             audit: Some(Audit::to_writer(Box::new(audit), false)),
             relay: RelayList::default(),
+            approve: Default::default(),
             sealing: Sealing {
                 keys: KeyRing::ephemeral().map_err(|e| e.to_string())?,
                 ledger: SealLedger::memory(),

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use toolgate::{Confirmation, Context, Engine, Outcome, RuleSet};
 
+use crate::approve;
 use crate::audit::{Audit, Record};
 use crate::confirm;
 use crate::gate::RelayList;
@@ -72,6 +73,9 @@ pub struct Config {
     /// Custom methods relayed as they are (`--relay-method`); every other
     /// custom method is refused.
     pub relay: RelayList,
+    /// Where approval pages are served (links for clients that cannot ask
+    /// the person themselves); no links until set.
+    pub approve: crate::approve::Pages,
     /// The upstream session every MCP 2026-07-28 (sessionless) request is
     /// served on, opened on first use with the gateway's own client info.
     pub(crate) stateless: tokio::sync::OnceCell<Arc<SessionState>>,
@@ -206,6 +210,8 @@ impl std::fmt::Debug for Upstream {
 struct Rules {
     set: RuleSet,
     unknown: Arc<UnknownTool>,
+    /// Each tool's title and description, for approval pages.
+    about: HashMap<String, (Option<String>, Option<String>)>,
 }
 
 /// How the upstream answers a call to a tool it does not have, learned once
@@ -404,6 +410,19 @@ impl SessionState {
             }
         };
         let names: std::collections::HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        let about = tools
+            .iter()
+            .map(|t| {
+                let title = t
+                    .title
+                    .clone()
+                    .or_else(|| t.annotations.as_ref().and_then(|a| a.title.clone()));
+                (
+                    t.name.to_string(),
+                    (title, t.description.as_ref().map(|d| d.to_string())),
+                )
+            })
+            .collect();
         let catalog = json!({ "tools": tools });
         let engine = self.config.engine.clone();
         let policy = self.config.policy.clone();
@@ -421,7 +440,7 @@ impl SessionState {
             Some(u) => u,
             None => Arc::new(self.probe_unknown(up, &names).await),
         };
-        Ok(Rules { set, unknown })
+        Ok(Rules { set, unknown, about })
     }
 
     /// Learns how the upstream answers a call to a tool it does not have.
@@ -663,8 +682,8 @@ impl SessionState {
             // MCP 2026-07-28: no server-to-client request; the person's
             // answer comes back with the retried call, sealed to it.
             if !confirm::declares_form_elicitation(&ctx.meta) {
-                call.record(code, Some("unavailable"), None, "blocked");
-                return blocked(&outcome);
+                // No way to ask in the protocol: a link to the approval page.
+                return self.approval(params, &rules, &call, &outcome, &ctx, false).await;
             }
             let message = confirm::prompt(&call.name, params.arguments.as_ref());
             let (result, id) =
@@ -674,13 +693,12 @@ impl SessionState {
             call.record(code, Some("mrtr"), Some(&id), "input_required");
             return Ok(ServerResult::InputRequiredResult(result));
         }
-        let can_elicit = ctx
-            .peer
-            .supported_elicitation_modes()
-            .contains(&rmcp::service::ElicitationMode::Form);
-        if !can_elicit {
-            call.record(code, None, None, "blocked");
-            return blocked(&outcome);
+        let modes = ctx.peer.supported_elicitation_modes();
+        if !modes.contains(&rmcp::service::ElicitationMode::Form) {
+            // The approval page: sent as a URL-mode elicitation where the
+            // client takes those, else only as a link in the result.
+            let url_mode = modes.contains(&rmcp::service::ElicitationMode::Url);
+            return self.approval(params, &rules, &call, &outcome, &ctx, url_mode).await;
         }
         // Ask the person.
         match self.elicit(&ctx, &call.name, params.arguments.as_ref()).await {
@@ -802,6 +820,149 @@ impl SessionState {
         self.relay("tools/call", &params, ctx).await
     }
 
+    /// A call that needs a person's confirmation from a client that cannot
+    /// ask them: runs once if a person approved this very call (digest and
+    /// revision) on its page; otherwise a new page, its link in the blocked
+    /// result (and, in URL mode, sent to the client, waiting for the
+    /// person's answer up to `--timeout`).
+    async fn approval(
+        &self,
+        params: CallToolRequestParams,
+        rules: &Arc<Rules>,
+        call: &Call<'_>,
+        outcome: &Outcome,
+        ctx: &RequestContext<RoleServer>,
+        url_mode: bool,
+    ) -> Result<ServerResult, ErrorData> {
+        let code = Some(CONFIRMATION_REQUIRED);
+        let Some(digest) = outcome.digest.as_deref() else {
+            call.record(code, None, None, "blocked");
+            return blocked(outcome);
+        };
+        let ledger = &self.config.sealing.ledger;
+        let store_down = |e: crate::ledger::LedgerError| {
+            tracing::error!(error = %e, "the confirmation store is unreachable");
+            call.record(Some(STORE_UNAVAILABLE), Some("approval"), None, "blocked");
+            blocked(&Outcome::fault(STORE_UNAVAILABLE))
+        };
+        match approve::take_approved(ledger, digest, call.revision).await {
+            Ok(Some(id)) => return self.run_approved(params, rules, call, &id, digest, ctx).await,
+            Ok(None) => {}
+            Err(e) => return store_down(e),
+        }
+        let Some(base_url) = self.config.approve.base.get() else {
+            call.record(code, None, None, "blocked");
+            return blocked(outcome);
+        };
+        let now = confirm::now_ms();
+        let ttl_ms = u64::try_from(self.config.sealing.ttl.as_millis()).unwrap_or(u64::MAX);
+        let (title, description) = rules.about.get(&call.name).cloned().unwrap_or_default();
+        let pending = approve::Pending {
+            id: String::new(),
+            digest: digest.to_owned(),
+            revision: call.revision.to_owned(),
+            tool: call.name.clone(),
+            title,
+            description,
+            arguments: call.arguments.clone().unwrap_or(Value::Null),
+            caller: CALLER_UNAUTHENTICATED.to_owned(),
+            surface: self.config.surface().to_owned(),
+            expires_ms: now.saturating_add(ttl_ms),
+            token_hash: String::new(),
+            state: "pending".into(),
+        };
+        let pending = match approve::create(ledger, pending, now).await {
+            Ok(p) => p,
+            Err(e) => return store_down(e),
+        };
+        let url = format!("{base_url}/approve/{}", pending.id);
+        let linked = || {
+            call.record_approval(code, "link", &pending.id, digest, "blocked");
+            let text = outcome.blocked_result.as_deref().unwrap_or_default();
+            let value = approve::link_result(text, &url, pending.expires_ms, now).map_err(|e| {
+                internal(
+                    format!(
+                        "toolgate proxy: unreadable blocked result from the engine: {e}; the call was not forwarded"
+                    ),
+                    "ENGINE_ERROR",
+                )
+            })?;
+            let mut result = ServerResult::CallToolResult(from_json(value)?);
+            stamp_complete(&mut result);
+            Ok(result)
+        };
+        if !url_mode {
+            return linked();
+        }
+        let message = format!(
+            "toolgate: a person must approve the tool call `{}` before it runs. Open the page to see its exact arguments and approve or deny it.",
+            policy_core::escape_for_person(&call.name)
+        );
+        let elicitation = from_json(json!({
+            "mode": "url",
+            "message": message,
+            "url": url,
+            "elicitationId": pending.id,
+        }));
+        let accepted = match elicitation {
+            Ok(p) => matches!(
+                ctx.peer.create_elicitation_with_timeout(p, Some(self.config.timeout)).await,
+                Ok(answer) if answer.action == rmcp::model::ElicitationAction::Accept
+            ),
+            Err(_) => false,
+        };
+        if !accepted {
+            return linked();
+        }
+        // The person opened the page: wait for their answer.
+        let deadline = tokio::time::Instant::now() + self.config.timeout;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                () = ctx.ct.cancelled() => return linked(),
+            }
+            match approve::state(ledger, &pending.id).await {
+                Ok(Some(s)) if s == "approved" => break,
+                Ok(Some(s)) if s == "pending" => {}
+                Ok(Some(s)) if s == "denied" => {
+                    call.record_approval(code, "denied", &pending.id, digest, "blocked");
+                    return blocked(outcome);
+                }
+                Ok(_) => return linked(),
+                Err(e) => return store_down(e),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return linked();
+            }
+        }
+        match approve::take_approved(ledger, digest, call.revision).await {
+            Ok(Some(id)) => self.run_approved(params, rules, call, &id, digest, ctx).await,
+            Ok(None) => linked(),
+            Err(e) => store_down(e),
+        }
+    }
+
+    /// Runs a call a person approved on its page (the approval was taken).
+    async fn run_approved(
+        &self,
+        params: CallToolRequestParams,
+        rules: &Arc<Rules>,
+        call: &Call<'_>,
+        id: &str,
+        digest: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let confirmed = rules
+            .set
+            .decide(call.json.as_bytes(), &self.config.context_json, Confirmation::Person);
+        if confirmed.forward.is_none() {
+            call.record_approval(confirmed.decision.code.as_deref(), "consumed", id, digest, "blocked");
+            return blocked(&confirmed);
+        }
+        call.record_approval(None, "consumed", id, digest, "forwarded");
+        self.forward_call(params, confirmed, ctx).await
+    }
+
     /// Asks the person (form elicitation). `Ok(true)` only on accept.
     async fn elicit(
         &self,
@@ -845,6 +1006,23 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// An approval event about this call (link given, approval consumed).
+    fn record_approval(&self, code: Option<&str>, event: &str, id: &str, digest: &str, outcome: &str) {
+        self.state.audit(Record {
+            tool: &self.name,
+            code,
+            revision: self.revision,
+            surface: self.state.config.surface(),
+            confirmation: Some("approval"),
+            seal: None,
+            approval: Some(id),
+            digest: Some(digest),
+            event: Some(event),
+            outcome,
+            arguments: self.arguments.as_ref(),
+        });
+    }
+
     fn record(&self, code: Option<&str>, confirmation: Option<&str>, seal: Option<&str>, outcome: &str) {
         self.state.audit(Record {
             tool: &self.name,
@@ -853,6 +1031,9 @@ impl<'a> Call<'a> {
             surface: self.state.config.surface(),
             confirmation,
             seal,
+            approval: None,
+            digest: None,
+            event: None,
             outcome,
             arguments: self.arguments.as_ref(),
         });

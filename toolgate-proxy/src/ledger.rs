@@ -24,7 +24,7 @@ pub enum LedgerError {
 
 /// Where redeemed seal ids are kept.
 pub enum Ledger {
-    Memory(Mutex<HashMap<String, u64>>),
+    Memory(Mutex<HashMap<String, u64>>, Mutex<HashMap<String, (String, u64)>>),
     Redis {
         url_for_messages: String,
         connection: redis::aio::ConnectionManager,
@@ -34,7 +34,7 @@ pub enum Ledger {
 impl std::fmt::Debug for Ledger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Ledger::Memory(_) => f.write_str("Ledger::Memory"),
+            Ledger::Memory(..) => f.write_str("Ledger::Memory"),
             Ledger::Redis { url_for_messages, .. } => write!(f, "Ledger::Redis({url_for_messages})"),
         }
     }
@@ -42,7 +42,7 @@ impl std::fmt::Debug for Ledger {
 
 impl Ledger {
     pub fn memory() -> Ledger {
-        Ledger::Memory(Mutex::new(HashMap::new()))
+        Ledger::Memory(Mutex::new(HashMap::new()), Mutex::new(HashMap::new()))
     }
 
     /// Connects to a Redis or Valkey server (`redis://HOST:PORT[/DB]`).
@@ -72,7 +72,7 @@ impl Ledger {
     /// time, `Ok(false)` when it was already redeemed (on any replica).
     pub async fn redeem(&self, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, LedgerError> {
         match self {
-            Ledger::Memory(ids) => {
+            Ledger::Memory(ids, _) => {
                 let mut ids = ids.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 // Expired ids can no longer be presented (the engine refuses
                 // an expired seal), so they are dropped as the map grows.
@@ -107,6 +107,123 @@ impl Ledger {
     }
 }
 
+/// Compare-and-set of a record in a shared store: `KEYS[1]` is replaced by
+/// `ARGV[2]` only while it still holds `ARGV[1]`; then, when `ARGV[4]` is
+/// not empty, `KEYS[2]` is set to it for `ARGV[5]` ms.
+const CAS_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if ARGV[4] ~= '' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5]) end
+return 1
+";
+
+/// A value also written by [`Ledger::swap`]: `key` set to `value` for
+/// `ttl_ms`.
+#[derive(Debug, Clone, Copy)]
+pub struct Also<'a> {
+    pub key: &'a str,
+    pub value: &'a str,
+    pub ttl_ms: u64,
+}
+
+/// Small records kept beside the seal ids (pending approvals): the same
+/// store, so every replica sees them.
+impl Ledger {
+    fn kv(&self, now_ms: u64) -> Option<std::sync::MutexGuard<'_, HashMap<String, (String, u64)>>> {
+        match self {
+            Ledger::Memory(_, kv) => {
+                let mut kv = kv.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if kv.len() > 1024 {
+                    kv.retain(|_, (_, expires)| *expires > now_ms);
+                }
+                Some(kv)
+            }
+            Ledger::Redis { .. } => None,
+        }
+    }
+
+    async fn query<T: redis::FromRedisValue>(&self, cmd: redis::Cmd) -> Result<T, LedgerError> {
+        let Ledger::Redis { connection, .. } = self else {
+            return Err(LedgerError::Unreachable("not a shared store".into()));
+        };
+        let mut connection = connection.clone();
+        tokio::time::timeout(REDIS_TIMEOUT, cmd.query_async(&mut connection))
+            .await
+            .map_err(|_| LedgerError::Unreachable("no answer in time".into()))?
+            .map_err(|e| LedgerError::Unreachable(e.to_string()))
+    }
+
+    /// Stores `value` under `key` for `ttl_ms` unless the key exists.
+    pub async fn put_new(&self, key: &str, value: &str, ttl_ms: u64, now_ms: u64) -> Result<bool, LedgerError> {
+        if let Some(mut kv) = self.kv(now_ms) {
+            if kv.get(key).is_some_and(|(_, e)| *e > now_ms) {
+                return Ok(false);
+            }
+            kv.insert(key.to_owned(), (value.to_owned(), now_ms.saturating_add(ttl_ms)));
+            return Ok(true);
+        }
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms.max(1));
+        let set: Option<String> = self.query(cmd).await?;
+        Ok(set.is_some())
+    }
+
+    /// The value under `key`, if any and not expired.
+    pub async fn get(&self, key: &str, now_ms: u64) -> Result<Option<String>, LedgerError> {
+        if let Some(kv) = self.kv(now_ms) {
+            return Ok(kv.get(key).filter(|(_, e)| *e > now_ms).map(|(v, _)| v.clone()));
+        }
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(key);
+        self.query(cmd).await
+    }
+
+    /// Replaces `old` under `key` by `new` (kept `ttl_ms`) only while the
+    /// key still holds `old`, and then writes `also`, atomically (a Lua
+    /// script on Redis). `Ok(false)` when someone changed it first.
+    pub async fn swap(
+        &self,
+        key: &str,
+        old: &str,
+        new: &str,
+        ttl_ms: u64,
+        also: Option<Also<'_>>,
+        now_ms: u64,
+    ) -> Result<bool, LedgerError> {
+        if let Some(mut kv) = self.kv(now_ms) {
+            if kv.get(key).is_none_or(|(v, e)| v != old || *e <= now_ms) {
+                return Ok(false);
+            }
+            kv.insert(key.to_owned(), (new.to_owned(), now_ms.saturating_add(ttl_ms)));
+            if let Some(also) = also {
+                kv.insert(
+                    also.key.to_owned(),
+                    (also.value.to_owned(), now_ms.saturating_add(also.ttl_ms)),
+                );
+            }
+            return Ok(true);
+        }
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(CAS_SCRIPT).arg(2).arg(key).arg(also.map_or(key, |a| a.key));
+        cmd.arg(old).arg(new).arg(ttl_ms.max(1));
+        cmd.arg(also.map_or("", |a| a.value))
+            .arg(also.map_or(1, |a| a.ttl_ms.max(1)));
+        let done: i64 = self.query(cmd).await?;
+        Ok(done == 1)
+    }
+
+    /// Takes the value under `key` and deletes it, atomically (`GETDEL`):
+    /// of several replicas asking at once, one gets it.
+    pub async fn take(&self, key: &str, now_ms: u64) -> Result<Option<String>, LedgerError> {
+        if let Some(mut kv) = self.kv(now_ms) {
+            return Ok(kv.remove(key).filter(|(_, e)| *e > now_ms).map(|(v, _)| v));
+        }
+        let mut cmd = redis::cmd("GETDEL");
+        cmd.arg(key);
+        self.query(cmd).await
+    }
+}
+
 /// A store URL without its password, for messages.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -129,6 +246,56 @@ mod tests {
         assert!(ledger.redeem("id-aaaaaaaaaaaaaaaa", 2_000, 1_000).await.unwrap());
         assert!(!ledger.redeem("id-aaaaaaaaaaaaaaaa", 2_000, 1_500).await.unwrap());
         assert!(ledger.redeem("id-bbbbbbbbbbbbbbbb", 2_000, 1_500).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn memory_records_swap_and_take_once() {
+        let store = Ledger::memory();
+        assert!(store.put_new("k", "v1", 1_000, 0).await.unwrap());
+        assert!(!store.put_new("k", "other", 1_000, 10).await.unwrap());
+        assert_eq!(store.get("k", 10).await.unwrap().as_deref(), Some("v1"));
+        // A swap from a stale value changes nothing.
+        assert!(!store.swap("k", "v0", "v2", 1_000, None, 10).await.unwrap());
+        let also = Also {
+            key: "a",
+            value: "id",
+            ttl_ms: 500,
+        };
+        assert!(store.swap("k", "v1", "v2", 1_000, Some(also), 10).await.unwrap());
+        assert!(!store.swap("k", "v1", "v3", 1_000, Some(also), 10).await.unwrap());
+        assert_eq!(store.get("k", 20).await.unwrap().as_deref(), Some("v2"));
+        assert_eq!(store.take("a", 20).await.unwrap().as_deref(), Some("id"));
+        assert_eq!(store.take("a", 20).await.unwrap(), None);
+        // Expired values are gone.
+        assert!(store.swap("k", "v2", "v3", 1_000, Some(also), 20).await.unwrap());
+        assert_eq!(store.take("a", 600).await.unwrap(), None);
+        assert_eq!(store.get("k", 2_000).await.unwrap(), None);
+        assert!(store.put_new("k", "fresh", 1_000, 2_000).await.unwrap());
+    }
+
+    /// The same operations on a real Redis, when `TOOLGATE_TEST_REDIS`
+    /// names one (the e2e run starts one; skipped otherwise).
+    #[tokio::test]
+    async fn redis_records_swap_and_take_once() {
+        let Ok(url) = std::env::var("TOOLGATE_TEST_REDIS") else {
+            return;
+        };
+        let store = Ledger::redis(&url).await.unwrap();
+        let key = format!("toolgate:test:{}", std::process::id());
+        let also_key = format!("{key}:also");
+        assert!(store.put_new(&key, "v1", 5_000, 0).await.unwrap());
+        assert!(!store.put_new(&key, "x", 5_000, 0).await.unwrap());
+        assert!(!store.swap(&key, "v0", "v2", 5_000, None, 0).await.unwrap());
+        let also = Also {
+            key: &also_key,
+            value: "id",
+            ttl_ms: 5_000,
+        };
+        assert!(store.swap(&key, "v1", "v2", 5_000, Some(also), 0).await.unwrap());
+        assert_eq!(store.get(&key, 0).await.unwrap().as_deref(), Some("v2"));
+        assert_eq!(store.take(&also_key, 0).await.unwrap().as_deref(), Some("id"));
+        assert_eq!(store.take(&also_key, 0).await.unwrap(), None);
+        assert_eq!(store.take(&key, 0).await.unwrap().as_deref(), Some("v2"));
     }
 
     #[test]

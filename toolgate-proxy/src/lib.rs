@@ -9,6 +9,7 @@
 //! upstream's live catalog, and every `tools/call` is evaluated before it is
 //! forwarded.
 
+pub mod approve;
 mod audit;
 mod cli;
 pub mod codes;
