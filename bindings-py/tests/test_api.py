@@ -150,7 +150,7 @@ def test_findings(retail_rules: RuleSet) -> None:
 
 
 def test_seed_catalog_loads_standalone() -> None:
-    rules = RuleSet.load(catalog=(DATA / "seed-catalog.json").read_text(encoding="utf-8"))
+    rules = RuleSet.load(catalog=(FIXTURES / "seed-catalog.json").read_text(encoding="utf-8"))
     assert len(rules.list_exposable()) > 0
 
 
