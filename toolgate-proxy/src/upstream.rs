@@ -3,7 +3,11 @@
 //! connection with a recorded fault instead of leaving requests hanging), and
 //! stopped with the MCP stdio shutdown sequence when the session ends.
 
-use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
+#[cfg(windows)]
+use process_wrap::tokio::JobObject;
+#[cfg(unix)]
+use process_wrap::tokio::ProcessGroup;
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,6 +19,7 @@ use crate::ProxyError;
 
 /// Largest line accepted from the upstream (a message).
 const MAX_LINE: usize = 64 * 1024 * 1024;
+#[cfg(unix)]
 const SIGTERM: i32 = 15;
 
 /// Why the upstream connection ended, once known.
@@ -86,13 +91,23 @@ pub fn spawn(program: &str, args: &[String], fault: Arc<Fault>) -> Result<Spawne
         command: program.to_owned(),
         source,
     };
+    // `npx` and other launchers are `.cmd` scripts on Windows: resolve the
+    // name the way the shell would, so `-- npx -y …` works there too.
+    #[cfg(windows)]
+    let program = &windows_program(program);
     let mut command = CommandWrap::with_new(program, |c| {
         c.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
     });
-    command.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+    // The server and everything it starts, stopped together: a process
+    // group on Unix, a job object on Windows.
+    #[cfg(unix)]
+    command.wrap(ProcessGroup::leader());
+    #[cfg(windows)]
+    command.wrap(JobObject);
+    command.wrap(KillOnDrop);
     let mut child = command.spawn().map_err(spawn_error)?;
     let pid = child.id();
     let writer = child
@@ -177,6 +192,7 @@ async fn supervise(mut child: Box<dyn ChildWrapper>, stop: oneshot::Receiver<()>
             // closed by then (or about to be): give the server a moment to
             // exit by itself, then SIGTERM, then SIGKILL the process group.
             if tokio::time::timeout(Duration::from_secs(2), child.wait()).await.is_err() {
+                #[cfg(unix)]
                 let _ = child.signal(SIGTERM);
                 if tokio::time::timeout(Duration::from_secs(2), child.wait()).await.is_err() {
                     let _ = Box::into_pin(child.kill()).await;
@@ -185,4 +201,26 @@ async fn supervise(mut child: Box<dyn ChildWrapper>, stop: oneshot::Receiver<()>
             fault.set("it was stopped by the proxy".into());
         }
     }
+}
+
+/// `name` as Windows runs it from a shell: a bare name that only exists as
+/// `NAME.cmd` / `NAME.bat` / `NAME.exe` on `PATH` is given that extension.
+#[cfg(windows)]
+fn windows_program(name: &str) -> String {
+    let path = std::path::Path::new(name);
+    if path.extension().is_some() || path.components().count() > 1 {
+        return name.to_owned();
+    }
+    let Some(dirs) = std::env::var_os("PATH") else {
+        return name.to_owned();
+    };
+    for dir in std::env::split_paths(&dirs) {
+        for ext in ["exe", "cmd", "bat"] {
+            let candidate = dir.join(format!("{name}.{ext}"));
+            if candidate.is_file() {
+                return candidate.to_string_lossy().into_owned();
+            }
+        }
+    }
+    name.to_owned()
 }
