@@ -278,7 +278,7 @@ async def main():
     codes = [(r["tool"], r["code"], r["confirmation"], r["outcome"]) for r in lines]
     check(
         "audit log records each decision",
-        ("write_file", "CONFIRMATION_REQUIRED", None, "blocked") in codes
+        ("write_file", "CONFIRMATION_REQUIRED", "approval", "blocked") in codes
         and ("write_file", None, "argument", "forwarded") in codes
         and ("write_file", None, "elicitation", "forwarded") in codes
         and ("write_file", "CONFIRMATION_REQUIRED", "declined", "blocked") in codes,

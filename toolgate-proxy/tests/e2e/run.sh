@@ -38,6 +38,18 @@ if ! command -v redis-server >/dev/null; then
 fi
 REDIS_SERVER="$(command -v redis-server)"
 
+echo "== proxy e2e: chromium (Debian's package) and Playwright for the approval page"
+"$VENV/bin/python" -m pip install -q -r requirements-approve.lock
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null
+  else
+    echo "chromium is not installed and this is not root: install Debian's chromium" >&2
+    exit 1
+  fi
+fi
+
 echo "== proxy e2e: build"
 # The same selection and targets as ./test's build, so this is a no-op
 # there: building one package alone would unify features differently and
@@ -54,6 +66,10 @@ echo "== proxy e2e: the gate (raw JSON-RPC over stdio and HTTP), message order"
 
 echo "== proxy e2e: MCP 2026-07-28 (mcp 2.3 client): input_required, sealed requestState, two replicas, Redis"
 "$VENV_MRTR/bin/python" "$HERE/mrtr.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" "$REDIS_SERVER"
+
+echo "== proxy e2e: the approval page (no-elicitation client, headless Chromium, two replicas on Redis, forged POSTs)"
+"$VENV/bin/python" "$HERE/approve.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" \
+  "$REDIS_SERVER" "$ROOT/target/e2e-artifacts"
 
 if [ -x "$HERE/conformance.sh" ] && [ "${TOOLGATE_SKIP_CONFORMANCE:-}" != 1 ]; then
   echo "== proxy e2e: MCP conformance suite, direct vs through the proxy"
