@@ -170,3 +170,16 @@ fn usage_errors_exit_64() {
     let out = run(&["eval"], b"");
     assert_eq!(out.status.code(), Some(64));
 }
+
+#[test]
+fn help_proxy_is_the_gateways_own_help() {
+    for args in [&["help", "proxy"][..], &["proxy", "--help"][..]] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains("--trust-model-confirmation") && text.contains("--state-secret-file"),
+            "{args:?}: {text}"
+        );
+    }
+}

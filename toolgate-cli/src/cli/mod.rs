@@ -98,6 +98,10 @@ pub fn main() -> ExitCode {
     let mut argv = std::env::args_os();
     let program = argv.next();
     let rest: Vec<std::ffi::OsString> = argv.collect();
+    // `toolgate help proxy` is the gateway's own help.
+    if rest.len() == 2 && rest.first().is_some_and(|a| a == "help") && rest.get(1).is_some_and(|a| a == "proxy") {
+        return toolgate_proxy::main_with(["toolgate proxy", "--help"]);
+    }
     if rest.first().is_some_and(|a| a == "proxy") {
         let name = std::ffi::OsString::from("toolgate proxy");
         return toolgate_proxy::main_with(std::iter::once(name).chain(rest.into_iter().skip(1)));
