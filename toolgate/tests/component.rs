@@ -30,7 +30,7 @@ fn component_imports_nothing_and_exports_the_versioned_interface() {
         .filter(|i| !ALLOWED_IMPORTS.contains(&i.as_str()))
         .collect();
     assert!(unexpected.is_empty(), "unexpected imports: {unexpected:?}");
-    assert_eq!(exports, vec!["toolgate:policy/engine@0.1.0".to_string()]);
+    assert_eq!(exports, vec![format!("toolgate:policy/engine@{}", toolgate::CONTRACT_VERSION)]);
 }
 
 #[test]
