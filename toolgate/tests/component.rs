@@ -30,7 +30,10 @@ fn component_imports_nothing_and_exports_the_versioned_interface() {
         .filter(|i| !ALLOWED_IMPORTS.contains(&i.as_str()))
         .collect();
     assert!(unexpected.is_empty(), "unexpected imports: {unexpected:?}");
-    assert_eq!(exports, vec![format!("toolgate:policy/engine@{}", toolgate::CONTRACT_VERSION)]);
+    assert_eq!(
+        exports,
+        vec![format!("toolgate:policy/engine@{}", toolgate::CONTRACT_VERSION)]
+    );
 }
 
 #[test]
