@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import toolgate
-from conftest import DATA, FIXTURES
+from conftest import FIXTURES
 from toolgate import Context, Decision, LoadError, Outcome, ProblemError, RuleSet, ToolCall, TurnState
 
 
