@@ -21,6 +21,7 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { prepareFloor, repoDir } from './floor.mjs';
+import { CONTRACT_VERSION } from '../../bindings-js/src/contract.js';
 
 const argv = process.argv.slice(2);
 /** @param {string} name @param {string} fallback */
@@ -33,9 +34,9 @@ const scale = option('--scale', '34');
 const rounds = Number(option('--rounds', '15'));
 const sliceMs = Number(option('--slice-ms', '40'));
 
-const EVALUATE = 'toolgate:policy/engine@0.1.0#[method]rule-set.evaluate';
-const EVALUATE_POST = 'cabi_post_toolgate:policy/engine@0.1.0#[method]rule-set.evaluate';
-const RESOURCE_IFACE = '[export]toolgate:policy/engine@0.1.0';
+const EVALUATE = `toolgate:policy/engine@${CONTRACT_VERSION}#[method]rule-set.evaluate`;
+const EVALUATE_POST = `cabi_post_toolgate:policy/engine@${CONTRACT_VERSION}#[method]rule-set.evaluate`;
+const RESOURCE_IFACE = `[export]toolgate:policy/engine@${CONTRACT_VERSION}`;
 const RESOURCE_NEW = '[resource-new]rule-set';
 
 // The rule set's rep is private to src/core.js; to call the core export
