@@ -367,6 +367,25 @@ async fn load(served: &Served, id: &str) -> Result<Option<(String, Pending)>, Le
     Ok(text.and_then(|t| serde_json::from_str::<Pending>(&t).ok().map(|p| (t, p))))
 }
 
+/// Replaces the page's record `text` with `next_text` if nobody changed it
+/// meanwhile (and writes `also` with it): `Ok(false)` when it changed.
+async fn replace_record(
+    served: &Served,
+    id: &str,
+    pending: &Pending,
+    text: &str,
+    next_text: &str,
+    also: Option<Also<'_>>,
+    now: u64,
+) -> Result<bool, LedgerError> {
+    served
+        .config
+        .sealing
+        .ledger
+        .swap(&record_key(id), text, next_text, record_ttl(pending, now), also, now)
+        .await
+}
+
 fn record_ttl(pending: &Pending, now: u64) -> u64 {
     pending.expires_ms.saturating_sub(now).saturating_add(GRACE_MS)
 }
@@ -406,18 +425,7 @@ async fn show(State(served): State<Served>, Path(id): Path<String>, headers: Hea
     let Ok(next_text) = serde_json::to_string(&next) else {
         return gone();
     };
-    let ledger = &served.config.sealing.ledger;
-    match ledger
-        .swap(
-            &record_key(&id),
-            &text,
-            &next_text,
-            record_ttl(&pending, now),
-            None,
-            now,
-        )
-        .await
-    {
+    match replace_record(&served, &id, &pending, &text, &next_text, None, now).await {
         Ok(true) => {}
         Ok(false) => {
             return respond(
@@ -522,18 +530,7 @@ async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: H
         value: &pending.id,
         ttl_ms: pending.expires_ms.saturating_sub(now).max(1),
     });
-    let ledger = &served.config.sealing.ledger;
-    match ledger
-        .swap(
-            &record_key(&id),
-            &text,
-            &next_text,
-            record_ttl(&pending, now),
-            also,
-            now,
-        )
-        .await
-    {
+    match replace_record(&served, &id, &pending, &text, &next_text, also, now).await {
         Ok(true) => {}
         Ok(false) => {
             return respond(

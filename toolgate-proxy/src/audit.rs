@@ -70,6 +70,12 @@ impl Audit {
         }
     }
 
+    /// Whether lines carry argument values (`--audit-args`): callers copy
+    /// the arguments for a record only then.
+    pub fn keeps_arguments(&self) -> bool {
+        self.with_args
+    }
+
     pub fn write(&self, record: &Record<'_>) {
         let mut line = Map::new();
         line.insert("time".into(), Value::String(rfc3339_now()));

@@ -296,16 +296,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
         (None, Some(_)) => None,
     };
     if let Some(addr) = own_pages {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ProxyError::Listen {
-                addr: addr.to_owned(),
-                source,
-            })?;
-        let local = listener.local_addr().map_err(|source| ProxyError::Listen {
-            addr: addr.to_owned(),
-            source,
-        })?;
+        let (listener, local) = bind(addr).await?;
         let router = approve_router(&config, local, args.approve_url.as_deref());
         tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
@@ -391,16 +382,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, with_pages: bool, public: O
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ProxyError::Listen {
-            addr: addr.to_owned(),
-            source,
-        })?;
-    let local = listener.local_addr().map_err(|source| ProxyError::Listen {
-        addr: addr.to_owned(),
-        source,
-    })?;
+    let (listener, local) = bind(addr).await?;
     let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
     hosts.push(local.ip().to_string());
     let gate = Arc::new(GateState {
@@ -426,6 +408,17 @@ async fn serve_http(config: Arc<Config>, addr: &str, with_pages: bool, public: O
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| ProxyError::Serve(e.to_string()))
+}
+
+/// A listener on `addr` and the address it got (port 0: chosen now).
+async fn bind(addr: &str) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), ProxyError> {
+    let listen_error = |source| ProxyError::Listen {
+        addr: addr.to_owned(),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(listen_error)?;
+    let local = listener.local_addr().map_err(listen_error)?;
+    Ok((listener, local))
 }
 
 async fn shutdown_signal() {

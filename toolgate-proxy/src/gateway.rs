@@ -864,7 +864,7 @@ impl SessionState {
             tool: call.name.clone(),
             title,
             description,
-            arguments: call.arguments.clone().unwrap_or(Value::Null),
+            arguments: params.arguments.clone().map_or(Value::Null, Value::Object),
             caller: CALLER_UNAUTHENTICATED.to_owned(),
             surface: self.config.surface().to_owned(),
             expires_ms: now.saturating_add(ttl_ms),
@@ -990,6 +990,7 @@ struct Call<'a> {
     /// `{"name", "arguments"}` as the engine reads it.
     json: String,
     revision: &'a str,
+    /// The arguments for audit lines, copied only when they keep them.
     arguments: Option<Value>,
     state: &'a SessionState,
 }
@@ -1001,7 +1002,12 @@ impl<'a> Call<'a> {
             json: call_json(&name, params.arguments.as_ref()),
             name,
             revision: rules.set.revision(),
-            arguments: params.arguments.clone().map(Value::Object),
+            arguments: state
+                .config
+                .audit
+                .as_ref()
+                .filter(|a| a.keeps_arguments())
+                .and_then(|_| params.arguments.clone().map(Value::Object)),
             state,
         }
     }

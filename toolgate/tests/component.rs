@@ -250,3 +250,22 @@ fn native_and_component_agree_on_the_revision() {
     let native = policy_core::Rules::load(None, CATALOG).unwrap();
     assert_eq!(rules.revision(), native.revision());
 }
+
+/// The SDK builds the blocked result of a host fault itself (the component
+/// never saw the call); it must be the engine's own shape, byte for byte.
+#[test]
+fn fault_blocked_results_are_the_engines_shape() {
+    for (code, bytes) in toolgate::faults::ALL {
+        let outcome = toolgate::Outcome::fault(code);
+        assert_eq!(outcome.decision.json, bytes, "{code}");
+        let engine = policy_core::pipeline::blocked_result(
+            &policy_core::Decision {
+                ok: false,
+                code: None,
+                json: bytes.to_owned(),
+            },
+            false,
+        );
+        assert_eq!(outcome.blocked_result.as_deref(), Some(engine.as_str()), "{code}");
+    }
+}

@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,42 +28,19 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 from playwright.async_api import async_playwright
 
+from e2e_support import blocked_code, check, failures, free_port, wait_port
+
 warnings.simplefilter("ignore")
 PROXY, NODE, SERVER, REDIS, ARTIFACTS = sys.argv[1:6]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-failures = []
 
 
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_port(port, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
-def blocked_code(result):
-    if not getattr(result, "isError", False):
-        return None
-    try:
-        return json.loads(result.content[0].text)["error"]["code"]
-    except (IndexError, KeyError, ValueError, AttributeError):
-        return "unreadable"
 
 
 def link_of(result):
