@@ -71,6 +71,9 @@ echo "== proxy e2e: the approval page (no-elicitation client, headless Chromium,
 "$VENV/bin/python" "$HERE/approve.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" \
   "$REDIS_SERVER" "$ROOT/target/e2e-artifacts"
 
+echo "== proxy e2e: production flags (JWT callers, RFC 9728 metadata, HTTPS upstream, --watch, shadow, metrics; mcp 2.3)"
+"$VENV_MRTR/bin/python" "$HERE/production.py" "$PROXY"
+
 if [ -x "$HERE/conformance.sh" ] && [ "${TOOLGATE_SKIP_CONFORMANCE:-}" != 1 ]; then
   echo "== proxy e2e: MCP conformance suite, direct vs through the proxy"
   "$HERE/conformance.sh" "$PROXY" "$NODE"

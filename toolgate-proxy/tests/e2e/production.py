@@ -1,0 +1,1454 @@
+"""`toolgate proxy` deployed as in production, end to end, with real things
+only: bearer tokens signed by keys made here (RS256, ES256) and checked
+against a JWKS file or a JWKS served over HTTP (refetched for an unknown
+kid), the RFC 9728 metadata found by the official SDK's own OAuth code (and
+a whole authorization-code flow through it), per-caller scopes, an upstream
+over HTTPS with its own CA, headers and a token sent to it, the policy
+re-read while calls run, shadow mode, Prometheus metrics and readiness, and
+the refusal of an open listener without auth. The upstream is
+upstream_server.py (the official Python SDK, `mcp` 2.3); every call it runs
+is in its log, which is how "nothing reached the upstream" is checked.
+
+Usage: production.py PROXY_BIN
+"""
+
+import asyncio
+import base64
+import datetime
+import hashlib
+import hmac
+import http.server
+import ipaddress
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import warnings
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import jwt
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from e2e_support import blocked_code, check, failures, free_port, wait_port
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.utils import (
+    build_protected_resource_metadata_discovery_urls,
+    extract_resource_metadata_from_www_auth,
+    extract_scope_from_www_auth,
+    handle_protected_resource_response,
+)
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, ProtectedResourceMetadata
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
+from mcp.types import ElicitResult, InputRequiredResult
+
+warnings.simplefilter("ignore")
+HERE = Path(__file__).resolve().parent
+UPSTREAM = HERE / "upstream_server.py"
+AUDIENCE = "toolgate-e2e-gateway"
+MODERN = "2026-07-28"
+
+# ---------------------------------------------------------------------------
+# Keys, JWKS, tokens
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64url(text):
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+EC_KEY = ec.generate_private_key(ec.SECP256R1())
+LATE_KEY = ec.generate_private_key(ec.SECP256R1())  # served only later (kid refetch)
+STRAY_KEY = ec.generate_private_key(ec.SECP256R1())  # in no JWKS at all
+RSA_PUBLIC_PEM = RSA_KEY.public_key().public_bytes(
+    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+)
+
+
+def jwk(public_key, kid, alg):
+    algorithm = RSAAlgorithm if alg.startswith("RS") else ECAlgorithm
+    key = algorithm.to_jwk(public_key, as_dict=True)
+    key.update(kid=kid, alg=alg, use="sig")
+    return key
+
+
+JWK_RSA = jwk(RSA_KEY.public_key(), "rsa-1", "RS256")
+JWK_EC = jwk(EC_KEY.public_key(), "ec-1", "ES256")
+JWK_LATE = jwk(LATE_KEY.public_key(), "ec-late", "ES256")
+
+KEYS = {
+    "rsa-1": (RSA_KEY, "RS256"),
+    "ec-1": (EC_KEY, "ES256"),
+    "ec-late": (LATE_KEY, "ES256"),
+    "stray": (STRAY_KEY, "ES256"),
+}
+ISSUER = ""  # set once the authorization server has its port
+
+
+def claims_for(sub, *, scope=None, scp=None, iss=None, aud=AUDIENCE, exp_in=300, nbf_in=None, drop=()):
+    now = int(time.time())
+    claims = {"iss": iss or ISSUER, "aud": aud, "sub": sub, "iat": now, "exp": now + exp_in}
+    if nbf_in is not None:
+        claims["nbf"] = now + nbf_in
+    if scope is not None:
+        claims["scope"] = scope
+    if scp is not None:
+        claims["scp"] = scp
+    for name in drop:
+        claims.pop(name, None)
+    return claims
+
+
+def token(sub, *, kid="rsa-1", **claims):
+    key, alg = KEYS[kid]
+    return jwt.encode(claims_for(sub, **claims), key, algorithm=alg, headers={"kid": kid})
+
+
+def unsigned_token(header, claims, key=None):
+    """A JWT built by hand (PyJWT refuses these): `alg: none`, or HS256
+    keyed with `key` (the RSA public key's PEM: the algorithm confusion)."""
+    signing_input = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
+    signature = "" if key is None else b64url(hmac.new(key, signing_input.encode(), hashlib.sha256).digest())
+    return signing_input + "." + signature
+
+
+def flipped(tok):
+    head, body, sig = tok.split(".")
+    raw = bytearray(unb64url(sig))
+    raw[len(raw) // 2] ^= 0x01
+    return f"{head}.{body}.{b64url(bytes(raw))}"
+
+
+# ---------------------------------------------------------------------------
+# Certificates (a CA and a server certificate for 127.0.0.1 / localhost)
+
+
+def make_ca(name):
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def make_server_cert(ca_key, ca_cert):
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def write_pem(path, cert=None, key=None):
+    data = b""
+    if cert is not None:
+        data += cert.public_bytes(serialization.Encoding.PEM)
+    if key is not None:
+        data += key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    path.write_bytes(data)
+
+
+# ---------------------------------------------------------------------------
+# The authorization server: JWKS (with a hit counter), RFC 8414 metadata,
+# dynamic registration, an authorize endpoint that approves at once, and a
+# token endpoint that checks PKCE and signs an RS256 access token.
+
+
+class AuthServer:
+    def __init__(self):
+        self.jwks = {"keys": [JWK_RSA, JWK_EC]}
+        self.jwks_hits = 0
+        self.last_hit = time.monotonic()
+        self.codes = {}
+        self.resources = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *_args):
+                pass
+
+            def reply(self, status, body, headers=()):
+                data = json.dumps(body).encode() if body is not None else b""
+                self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                if body is not None:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                url = urllib.parse.urlsplit(self.path)
+                if url.path == "/jwks.json":
+                    with server.lock:
+                        server.jwks_hits += 1
+                        server.last_hit = time.monotonic()
+                        body = json.loads(json.dumps(server.jwks))
+                    return self.reply(200, body)
+                if url.path.startswith("/.well-known/oauth-authorization-server"):
+                    return self.reply(200, server.metadata())
+                if url.path == "/authorize":
+                    q = dict(urllib.parse.parse_qsl(url.query))
+                    code = secrets.token_urlsafe(16)
+                    with server.lock:
+                        server.codes[code] = q
+                        server.resources.append(("authorize", q.get("resource")))
+                    location = q["redirect_uri"] + "?" + urllib.parse.urlencode({"code": code, "state": q["state"]})
+                    return self.reply(302, None, [("Location", location)])
+                return self.reply(404, {"error": "not_found"})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                url = urllib.parse.urlsplit(self.path)
+                if url.path == "/register":
+                    meta = json.loads(raw)
+                    meta.update(client_id="e2e-" + secrets.token_hex(4), client_id_issued_at=int(time.time()))
+                    meta.setdefault("token_endpoint_auth_method", "none")
+                    return self.reply(201, meta)
+                if url.path == "/token":
+                    form = dict(urllib.parse.parse_qsl(raw.decode()))
+                    with server.lock:
+                        grant = server.codes.pop(form.get("code", ""), None)
+                        server.resources.append(("token", form.get("resource")))
+                    verifier = form.get("code_verifier", "")
+                    if grant is None or b64url(hashlib.sha256(verifier.encode()).digest()) != grant["code_challenge"]:
+                        return self.reply(400, {"error": "invalid_grant"})
+                    scope = grant.get("scope", "")
+                    access = token("oauth-user", scope=scope)
+                    return self.reply(
+                        200, {"access_token": access, "token_type": "Bearer", "expires_in": 300, "scope": scope}
+                    )
+                return self.reply(404, {"error": "not_found"})
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def metadata(self):
+        return {
+            "issuer": self.base,
+            "authorization_endpoint": self.base + "/authorize",
+            "token_endpoint": self.base + "/token",
+            "registration_endpoint": self.base + "/register",
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none"],
+        }
+
+    def hits(self):
+        with self.lock:
+            return self.jwks_hits
+
+    def serve_key(self, key):
+        with self.lock:
+            self.jwks = {"keys": [*self.jwks["keys"], key]}
+
+
+# ---------------------------------------------------------------------------
+# Processes: the upstream's command, gateways, their files
+
+
+class Gateway:
+    """One `toolgate proxy` process with `--listen` on a free port (reached
+    over loopback), its stdout and stderr in files."""
+
+    def __init__(self, name, *flags, upstream_args=None, env=None, cwd=None, host="127.0.0.1", wait=True):
+        self.name = name
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = self.base + "/mcp"
+        self.stderr_path = TMP / f"{name}.stderr"
+        self.stdout_path = TMP / f"{name}.stdout"
+        argv = [PROXY, "--listen", f"{host}:{self.port}", *map(str, flags)]
+        if upstream_args is not None:
+            argv += ["--", *upstream_args]
+        self.argv = argv
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=open(self.stdout_path, "wb"),
+            stderr=open(self.stderr_path, "wb"),
+            env=dict(os.environ, **(env or {})),
+            cwd=cwd,
+        )
+        GATEWAYS.append(self)
+        self.up = None
+        if wait:
+            self.wait()
+
+    def wait(self, timeout=20):
+        """Whether the listen port opened (a gateway that exits instead is
+        reported by the checks that use it, with its stderr)."""
+        deadline = time.monotonic() + timeout
+        self.up = False
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                wait_port(self.port, 0.2)
+                self.up = True
+                break
+            except RuntimeError:
+                pass
+        return self.up
+
+    def stderr(self):
+        return self.stderr_path.read_text(errors="replace")
+
+    def stdout(self):
+        return self.stdout_path.read_text(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def auth_flags(jwks):
+    return ["--auth", "jwt", "--jwks", str(jwks), "--issuer", ISSUER, "--audience", AUDIENCE]
+
+
+def exits(argv, timeout=8):
+    """Runs a command expected to exit at once: (exit code or "still running", stderr)."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            code = "still running"
+        err.seek(0)
+        return code, err.read().decode(errors="replace")
+
+
+def upstream_cmd(log, notes, *extra):
+    return [sys.executable, str(UPSTREAM), "--log", str(log), "--notes", str(notes), *map(str, extra)]
+
+
+def log_entries(log):
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def ran(log, tool, **arguments):
+    """The upstream's log lines for calls of `tool` whose arguments include these."""
+    return [
+        e
+        for e in log_entries(log)
+        if e.get("tool") == tool
+        and e.get("phase", "start") == "start"
+        and all(e["arguments"].get(k) == v for k, v in arguments.items())
+    ]
+
+
+def audit_lines(path):
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def write_atomically(path, text):
+    """Replace the file in one rename, as editors do, so a poll never reads
+    half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------
+# HTTP and MCP helpers
+
+
+def http_client(**kw):
+    return httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60), trust_env=False, **kw)
+
+
+@asynccontextmanager
+async def mcp_client(url, tok=None, mode="auto", **kw):
+    headers = {"Authorization": f"Bearer {tok}"} if tok else {}
+    async with (
+        http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **kw) as client,
+    ):
+        yield client
+
+
+def raw_call(tool, arguments, id_=1):
+    """A 2026-07-28 tools/call as one stateless POST (what `Client(mode=...)`
+    sends), so a token's fate is the only thing that decides whether it runs."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": id_,
+        "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+    return body, headers
+
+
+async def post_call(http, url, tool, arguments, tok=None, raw_auth=None):
+    body, headers = raw_call(tool, arguments)
+    if raw_auth is not None:
+        headers["Authorization"] = raw_auth
+    elif tok is not None:
+        headers["Authorization"] = f"Bearer {tok}"
+    return await http.post(url, json=body, headers=headers)
+
+
+def rpc_message(response):
+    text = response.text
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in text.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                return json.loads(line[5:])
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {}
+
+
+def auth_params(header):
+    """The auth-params of a `Bearer` challenge as a dict (quoted values)."""
+    return dict(re.findall(r'([A-Za-z_]+)="([^"]*)"', header or ""))
+
+
+def error_text(exc):
+    """Every message in an exception and its causes and groups."""
+    parts = [f"{type(exc).__name__}: {exc}"]
+    for inner in getattr(exc, "exceptions", ()) or ():
+        parts.append(error_text(inner))
+    if exc.__cause__ is not None:
+        parts.append(error_text(exc.__cause__))
+    if exc.__context__ is not None and exc.__context__ is not exc.__cause__:
+        parts.append(error_text(exc.__context__))
+    error = getattr(exc, "error", None)
+    if error is not None:
+        parts.append(str(getattr(error, "message", "")) + " " + str(getattr(error, "data", "")))
+    return " | ".join(parts)
+
+
+def tool_names(result):
+    return sorted(t.name for t in result.tools)
+
+
+async def wait_for(predicate, timeout=10.0, step=0.05):
+    """Polls `predicate` (plain or async) until it holds or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value or time.monotonic() > deadline:
+            return bool(value)
+        await asyncio.sleep(step)
+
+
+def metric_samples(text, name):
+    """{frozenset(labels): value} for one metric name in Prometheus text."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)", line)
+        if not m or m.group(1) != name:
+            continue
+        labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out[labels] = float(m.group(3))
+    return out
+
+
+POLICY = """\
+version: 1
+defaults:
+  operation_type: transactional
+tool_policies:
+  read_note:
+    operation_type: read_only
+    scopes: ["notes:read"]
+  slow:
+    operation_type: read_only
+    scopes: ["notes:read"]
+  write_note:
+    operation_type: transactional
+  admin_reset:
+    operation_type: transactional
+    require_confirmation: false
+    scopes: ["admin"]
+"""
+
+
+# ---------------------------------------------------------------------------
+# 1-5: inbound auth on one gateway (JWKS file), per-caller scopes, 401/403,
+# RFC 9728 metadata and the SDK's OAuth discovery and flow.
+
+
+async def inbound_auth(auth_server):
+    log = TMP / "a-upstream.jsonl"
+    audit = TMP / "a-audit.jsonl"
+    policy = TMP / "a-policy.yaml"
+    policy.write_text(POLICY)
+    jwks = TMP / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [JWK_RSA, JWK_EC]}))
+    # --scopes (static grants) with --auth: a usage error.
+    code, err = exits(
+        [
+            PROXY,
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            *auth_flags(jwks),
+            "--scopes",
+            "admin",
+            "--",
+            *upstream_cmd(log, TMP),
+        ]
+    )
+    check("--scopes together with --auth: usage error (64)", code == 64, (code, err[-300:]))
+
+    flags = [*auth_flags(jwks), "--require-scope", "notes:read", "--policy", policy, "--audit", audit]
+    gw = Gateway("a", *flags, upstream_args=upstream_cmd(log, TMP / "notes-a"))
+    check("gateway with --auth jwt --jwks FILE starts", gw.up, gw.stderr()[-500:])
+    prm_url = gw.base + "/.well-known/oauth-protected-resource/mcp"
+    async with http_client() as http:
+        # RFC 9728 metadata, no auth needed, at both well-known places.
+        r = await http.get(prm_url)
+        doc = r.json() if r.status_code == 200 else {}
+        check(
+            "PRM: GET /.well-known/oauth-protected-resource/mcp without a token -> 200 JSON",
+            r.status_code == 200 and r.headers.get("content-type", "").startswith("application/json"),
+            (r.status_code, r.text[:300]),
+        )
+        check("PRM: resource = http://ADDR/mcp (the default)", doc.get("resource") == gw.url, doc)
+        check("PRM: authorization_servers = [issuer]", doc.get("authorization_servers") == [ISSUER], doc)
+        check("PRM: bearer_methods_supported = [header]", doc.get("bearer_methods_supported") == ["header"], doc)
+        check("PRM: scopes_supported = the --require-scope values", doc.get("scopes_supported") == ["notes:read"], doc)
+        check("PRM: resource_name is a string", isinstance(doc.get("resource_name"), str) and doc["resource_name"], doc)
+        root_doc = await http.get(gw.base + "/.well-known/oauth-protected-resource")
+        check(
+            "PRM: also at /.well-known/oauth-protected-resource, same document",
+            root_doc.status_code == 200 and root_doc.json() == doc,
+            (root_doc.status_code, root_doc.text[:300]),
+        )
+
+        # No token: 401, a challenge that points at the metadata, no error code.
+        r = await post_call(http, gw.url, "read_note", {"name": "probe-none"})
+        challenge = r.headers.get("www-authenticate", "")
+        params = auth_params(challenge)
+        check("no token: HTTP 401", r.status_code == 401, (r.status_code, r.text[:200]))
+        check(
+            'no token: WWW-Authenticate: Bearer resource_metadata="<base>/.well-known/oauth-protected-resource/mcp"',
+            challenge.startswith("Bearer ") and params.get("resource_metadata") == prm_url and "error" not in params,
+            challenge,
+        )
+        try:
+            body = r.json()
+        except ValueError:
+            body = {}
+        check(
+            "no token: JSON body with error and error_description",
+            isinstance(body.get("error"), str) and isinstance(body.get("error_description"), str),
+            r.text[:300],
+        )
+
+        # 5. The SDK's own discovery, on the real 401 and the real document.
+        found = extract_resource_metadata_from_www_auth(r)
+        check("SDK: extract_resource_metadata_from_www_auth reads the 401's challenge", found == prm_url, found)
+        urls = build_protected_resource_metadata_discovery_urls(found, gw.url)
+        check(
+            "SDK: discovery URLs start with the challenge's, then the path-based well-known",
+            urls[:2] == [prm_url, prm_url],
+            urls,
+        )
+        prm = None
+        for url in urls:
+            prm = await handle_protected_resource_response(await http.get(url))
+            if prm:
+                break
+        check(
+            "SDK: handle_protected_resource_response parses the document (ProtectedResourceMetadata)",
+            isinstance(prm, ProtectedResourceMetadata),
+            prm,
+        )
+        if isinstance(prm, ProtectedResourceMetadata):
+            check(
+                "SDK: the resource is allowed for this server URL (RFC 8707 check)",
+                check_resource_allowed(resource_url_from_server_url(gw.url), str(prm.resource)),
+                prm.resource,
+            )
+            check(
+                "SDK: authorization server = the issuer",
+                [str(u) for u in prm.authorization_servers] == [ISSUER],
+                prm.authorization_servers,
+            )
+
+        # 4. Tokens that must never pass: 401, invalid_token, nothing upstream.
+        alice = token("alice", scope="notes:read")
+
+        bad = {
+            "expired (2 min ago, past the 60 s leeway)": token("alice", scope="notes:read", exp_in=-120),
+            "wrong audience": token("alice", scope="notes:read", aud="someone-else"),
+            "wrong issuer": token("alice", scope="notes:read", iss="https://evil.example"),
+            "not yet valid (nbf in 5 min)": token("alice", scope="notes:read", nbf_in=300),
+            "no exp": token("alice", scope="notes:read", drop=("exp",)),
+            "no iss": token("alice", scope="notes:read", drop=("iss",)),
+            "no aud": token("alice", scope="notes:read", drop=("aud",)),
+            "unknown kid": token("alice", kid="stray", scope="notes:read"),
+            "alg none": unsigned_token(
+                {"alg": "none", "typ": "JWT", "kid": "rsa-1"}, claims_for("alice", scope="notes:read")
+            ),
+            "alg none, no kid": unsigned_token({"alg": "none", "typ": "JWT"}, claims_for("alice", scope="notes:read")),
+            "HS256 keyed with the RSA public key PEM": unsigned_token(
+                {"alg": "HS256", "typ": "JWT", "kid": "rsa-1"}, claims_for("alice", scope="notes:read"), RSA_PUBLIC_PEM
+            ),
+            "a flipped signature byte": flipped(alice),
+            "a token for kid rsa-1 signed by another key": jwt.encode(
+                claims_for("alice", scope="notes:read"), STRAY_KEY, algorithm="ES256", headers={"kid": "rsa-1"}
+            ),
+            "garbage": "not.a.jwt",
+        }
+        probes = {}
+        for i, (label, tok) in enumerate(bad.items()):
+            name = f"probe-bad-{i}"
+            probes[name] = label
+            r = await post_call(http, gw.url, "read_note", {"name": name}, tok=tok)
+            params = auth_params(r.headers.get("www-authenticate", ""))
+            try:
+                body = r.json()
+            except ValueError:
+                body = {}
+            check(
+                f"401 for {label}: invalid_token challenge, metadata link, JSON body",
+                r.status_code == 401
+                and r.headers.get("www-authenticate", "").startswith("Bearer ")
+                and params.get("error") == "invalid_token"
+                and params.get("error_description")
+                and params.get("resource_metadata") == prm_url
+                and body.get("error") == "invalid_token"
+                and isinstance(body.get("error_description"), str),
+                (r.status_code, r.headers.get("www-authenticate"), r.text[:200]),
+            )
+        for scheme_label, header in [("Basic scheme", "Basic YWxpY2U6c2VjcmV0"), ("empty Bearer", "Bearer ")]:
+            name = f"probe-{scheme_label.replace(' ', '-')}"
+            probes[name] = scheme_label
+            r = await post_call(http, gw.url, "read_note", {"name": name}, raw_auth=header)
+            check(f"401 for {scheme_label}", r.status_code == 401, (r.status_code, r.text[:200]))
+        # Inside the 60 s leeway: still accepted (and runs).
+        r = await post_call(
+            http, gw.url, "read_note", {"name": "probe-leeway"}, tok=token("alice", scope="notes:read", exp_in=-30)
+        )
+        check(
+            "exp 30 s ago (inside the 60 s leeway): accepted",
+            r.status_code == 200 and "result" in rpc_message(r),
+            (r.status_code, r.text[:200]),
+        )
+        # The positive control: the same raw request with a good token runs.
+        r = await post_call(http, gw.url, "read_note", {"name": "probe-valid"}, tok=alice)
+        check(
+            "a valid RS256 token: the same raw call runs",
+            r.status_code == 200 and "result" in rpc_message(r),
+            (r.status_code, r.text[:300]),
+        )
+        check("...seen on the upstream", len(ran(log, "read_note", name="probe-valid")) == 1, log_entries(log)[-3:])
+        leaked = [
+            probes[e["arguments"]["name"]] for e in log_entries(log) if e.get("arguments", {}).get("name") in probes
+        ]
+        check("none of the refused requests reached the upstream", not leaked, leaked)
+
+        # 403: a valid token without the --require-scope scope.
+        r = await post_call(http, gw.url, "read_note", {"name": "probe-403"}, tok=token("mallory", scope="profile"))
+        params = auth_params(r.headers.get("www-authenticate", ""))
+        check(
+            'valid token lacking --require-scope: 403 insufficient_scope, scope="notes:read", metadata link',
+            r.status_code == 403
+            and r.headers.get("www-authenticate", "").startswith("Bearer ")
+            and params.get("error") == "insufficient_scope"
+            and params.get("scope") == "notes:read"
+            and params.get("resource_metadata") == prm_url,
+            (r.status_code, r.headers.get("www-authenticate")),
+        )
+        check(
+            "SDK: extract_scope_from_www_auth reads the 403's scope",
+            extract_scope_from_www_auth(r) == "notes:read",
+            r.headers.get("www-authenticate"),
+        )
+        check("...and the 403'd call did not reach the upstream", not ran(log, "read_note", name="probe-403"))
+
+    # 3. Two callers, two catalogs, two decisions for the same call.
+    bob = token("bob", kid="ec-1", scp=["notes:read", "admin"])  # ES256, `scp` as an array
+    carol = token("carol", kid="ec-1", scp="notes:read admin")  # `scp` as a string
+    alice = token("alice", scope="notes:read")
+    async with mcp_client(gw.url, alice) as c:
+        alice_tools = tool_names(await c.list_tools())
+        r_alice = await c.call_tool("admin_reset", {"reason": "alice-tries"})
+    async with mcp_client(gw.url, bob) as c:
+        bob_tools = tool_names(await c.list_tools())
+        r_bob = await c.call_tool("admin_reset", {"reason": "bob-resets"})
+    async with mcp_client(gw.url, carol, mode="legacy") as c:
+        carol_tools = tool_names(await c.list_tools())
+    check(
+        'alice (scope "notes:read"): tools/list without admin_reset',
+        "admin_reset" not in alice_tools and "read_note" in alice_tools,
+        alice_tools,
+    )
+    check("bob (ES256, scp [notes:read, admin]): tools/list with admin_reset", "admin_reset" in bob_tools, bob_tools)
+    check(
+        'carol (scp "notes:read admin" as a string): tools/list with admin_reset',
+        "admin_reset" in carol_tools,
+        carol_tools,
+    )
+    check("alice's admin_reset: SCOPE_DENIED", blocked_code(r_alice) == "SCOPE_DENIED", r_alice)
+    check("...not run on the upstream", not ran(log, "admin_reset", reason="alice-tries"))
+    check("bob's admin_reset: runs", blocked_code(r_bob) is None and not r_bob.is_error, r_bob)
+    check("...run once on the upstream", len(ran(log, "admin_reset", reason="bob-resets")) == 1, log_entries(log)[-3:])
+
+    # The caller in the confirmation seal: alice's sealed write is not bob's.
+    async def accept(_ctx, _params):
+        return ElicitResult(action="accept", content={})
+
+    args = {"name": "sealed", "text": "by alice"}
+    answers = {"toolgate_confirm": ElicitResult(action="accept", content={})}
+    async with mcp_client(gw.url, alice, mode=MODERN, elicitation_callback=accept) as c:
+        leg1 = await c.session.call_tool("write_note", args, allow_input_required=True)
+    state = getattr(leg1, "request_state", None)
+    check(
+        "alice's write: input_required with a sealed requestState",
+        isinstance(leg1, InputRequiredResult) and state,
+        leg1,
+    )
+    if isinstance(leg1, InputRequiredResult):
+        responses = {key: answers["toolgate_confirm"] for key in leg1.input_requests} or answers
+        async with mcp_client(gw.url, bob, mode=MODERN, elicitation_callback=accept) as c:
+            stolen = await c.session.call_tool(
+                "write_note", args, input_responses=responses, request_state=state, allow_input_required=True
+            )
+        check(
+            "bob retries with alice's requestState: CONFIRMATION_INVALID",
+            blocked_code(stolen) == "CONFIRMATION_INVALID",
+            stolen,
+        )
+        check("...nothing written", not ran(log, "write_note", name="sealed"))
+        async with mcp_client(gw.url, alice, mode=MODERN, elicitation_callback=accept) as c:
+            own = await c.session.call_tool(
+                "write_note", args, input_responses=responses, request_state=state, allow_input_required=True
+            )
+        check(
+            "alice retries with her own requestState: the write runs",
+            blocked_code(own) is None and not own.is_error,
+            own,
+        )
+        check("...once on the upstream", len(ran(log, "write_note", name="sealed")) == 1)
+
+    # The official client's OAuth support, end to end: 401 -> PRM -> AS
+    # metadata -> registration -> authorize (PKCE) -> token -> the call.
+    await oauth_flow(gw, auth_server, log)
+
+    # Audit: every line names its caller (the token's sub).
+    lines = audit_lines(audit)
+    by = {(x.get("tool"), x.get("caller"), x.get("code")) for x in lines}
+    check(
+        "audit: alice's admin_reset line has caller alice, SCOPE_DENIED",
+        ("admin_reset", "alice", "SCOPE_DENIED") in by,
+        lines[-6:],
+    )
+    check("audit: bob's admin_reset line has caller bob, allowed", ("admin_reset", "bob", None) in by, lines[-6:])
+    check(
+        "audit: every decision line names a caller",
+        lines and all(isinstance(x.get("caller"), str) and x["caller"] for x in lines),
+        [x for x in lines if not x.get("caller")][:3],
+    )
+    return gw
+
+
+async def oauth_flow(gw, auth_server, log):
+    class Memory:
+        tokens = None
+        info = None
+
+        async def get_tokens(self):
+            return self.tokens
+
+        async def set_tokens(self, tokens):
+            self.tokens = tokens
+
+        async def get_client_info(self):
+            return self.info
+
+        async def set_client_info(self, info):
+            self.info = info
+
+    redirect = {}
+
+    async def redirect_handler(url):
+        async with http_client() as http:
+            r = await http.get(url)
+        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(r.headers.get("location", "")).query))
+        redirect.update(q)
+
+    async def callback_handler():
+        return AuthorizationCodeResult(code=redirect.get("code", ""), state=redirect.get("state"))
+
+    provider = OAuthClientProvider(
+        server_url=gw.url,
+        client_metadata=OAuthClientMetadata(
+            client_name="toolgate-e2e",
+            redirect_uris=["http://127.0.0.1:9/callback"],
+            grant_types=["authorization_code"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=Memory(),
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
+    try:
+        async with (
+            http_client(auth=provider) as http,
+            Client(streamable_http_client(gw.url, http_client=http), mode="auto") as c,
+        ):
+            names = tool_names(await c.list_tools())
+            r = await c.call_tool("read_note", {"name": "probe-oauth"})
+        ok, detail = True, names
+    except Exception as e:
+        ok, detail, names, r = False, error_text(e), [], None
+    check(
+        "SDK OAuthClientProvider: 401 -> PRM -> AS -> token -> tools/list through the gateway",
+        ok and "read_note" in names,
+        detail,
+    )
+    check(
+        "...the token asked for the PRM's scopes_supported and carried the PRM resource (RFC 8707)",
+        provider.context.client_metadata.scope == "notes:read"
+        and ("authorize", gw.url) in auth_server.resources
+        and ("token", gw.url) in auth_server.resources,
+        (provider.context.client_metadata.scope, auth_server.resources),
+    )
+    check(
+        "...and its call ran",
+        r is not None and blocked_code(r) is None and len(ran(log, "read_note", name="probe-oauth")) == 1,
+        r,
+    )
+
+
+# ---------------------------------------------------------------------------
+# 4b. JWKS over HTTP: an unknown kid refetches (at most once per 10 s), and a
+# key published later becomes accepted.
+
+
+async def jwks_url_start(auth_server):
+    log = TMP / "b-upstream.jsonl"
+    resource = "https://gateway.example.test/mcp"
+    flags = [*auth_flags(auth_server.base + "/jwks.json"), "--resource", resource]
+    gw = Gateway("b", *flags, upstream_args=upstream_cmd(log, TMP / "notes-b"))
+    check("gateway with --jwks URL starts", gw.up, gw.stderr()[-500:])
+    async with http_client() as http:
+        doc = (await http.get(gw.base + "/.well-known/oauth-protected-resource/mcp")).json()
+        check("JWKS URL gateway: PRM resource = --resource", doc.get("resource") == resource, doc)
+        r = await http.get(gw.url, headers={"Accept": "text/event-stream"})
+        check(
+            "JWKS URL gateway: challenge names the --resource's metadata? (resource_metadata points at this gateway)",
+            r.status_code == 401
+            and auth_params(r.headers.get("www-authenticate"))
+            .get("resource_metadata", "")
+            .endswith("/.well-known/oauth-protected-resource/mcp"),
+            (r.status_code, r.headers.get("www-authenticate")),
+        )
+        r = await post_call(http, gw.url, "read_note", {"name": "b-known"}, tok=token("alice", kid="rsa-1"))
+        check(
+            "JWKS URL: a token for a served kid (RS256) runs",
+            r.status_code == 200 and "result" in rpc_message(r),
+            (r.status_code, r.text[:300]),
+        )
+        r = await post_call(http, gw.url, "read_note", {"name": "b-known-ec"}, tok=token("bob", kid="ec-1"))
+        check(
+            "JWKS URL: a token for a served kid (ES256) runs",
+            r.status_code == 200 and "result" in rpc_message(r),
+            (r.status_code, r.text[:300]),
+        )
+        check("JWKS URL: fetched at least once", auth_server.hits() >= 1, auth_server.hits())
+    return gw, log
+
+
+async def jwks_url_unknown(auth_server, gw, log):
+    # 10 s after the last fetch, whatever started it (so the test holds
+    # whether or not the first fetch counts toward the refetch limit).
+    wait = 10.5 - (time.monotonic() - auth_server.last_hit)
+    if wait > 0:
+        await asyncio.sleep(wait)
+    async with http_client() as http:
+        before = auth_server.hits()
+        r = await post_call(http, gw.url, "read_note", {"name": "b-late-1"}, tok=token("dave", kid="ec-late"))
+        after_unknown = auth_server.hits()
+        check("unknown kid: 401", r.status_code == 401, (r.status_code, r.text[:200]))
+        check("unknown kid: the gateway refetched the JWKS once", after_unknown == before + 1, (before, after_unknown))
+        refetched_at = time.monotonic()
+        # Published now, but asked again within 10 s: no second fetch yet.
+        auth_server.serve_key(JWK_LATE)
+        r = await post_call(http, gw.url, "read_note", {"name": "b-late-2"}, tok=token("dave", kid="ec-late"))
+        r2 = await post_call(http, gw.url, "read_note", {"name": "b-late-3"}, tok=token("dave", kid="stray"))
+        check(
+            "within 10 s of a refetch: no other fetch for unknown kids (401 still)",
+            auth_server.hits() == after_unknown and r.status_code == 401 and r2.status_code == 401,
+            (auth_server.hits(), after_unknown, r.status_code, r2.status_code),
+        )
+    return refetched_at
+
+
+async def jwks_url_later(auth_server, gw, log, refetched_at):
+    wait = 10.6 - (time.monotonic() - refetched_at)
+    if wait > 0:
+        await asyncio.sleep(wait)
+    before = auth_server.hits()
+    async with http_client() as http:
+        r = await post_call(http, gw.url, "read_note", {"name": "b-late-4"}, tok=token("dave", kid="ec-late"))
+    check(
+        "10 s later: the key published since is fetched and the token accepted",
+        r.status_code == 200 and "result" in rpc_message(r) and auth_server.hits() == before + 1,
+        (r.status_code, r.text[:200], before, auth_server.hits()),
+    )
+    late = [e["arguments"]["name"] for e in log_entries(log) if e.get("tool") == "read_note"]
+    check("...the upstream saw the accepted calls only", late == ["b-known", "b-known-ec", "b-late-4"], late)
+
+
+# ---------------------------------------------------------------------------
+# 6. The upstream over HTTPS: its CA, headers and a token sent, TLS failures.
+
+
+async def tls_upstream():
+    ca_key, ca_cert = make_ca("toolgate e2e CA")
+    _, other_ca = make_ca("some other CA")
+    leaf_key, leaf_cert = make_server_cert(ca_key, ca_cert)
+    ca_pem, wrong_pem, cert_pem, key_pem = (TMP / n for n in ("ca.pem", "wrong-ca.pem", "server.pem", "server-key.pem"))
+    write_pem(ca_pem, cert=ca_cert)
+    write_pem(wrong_pem, cert=other_ca)
+    write_pem(cert_pem, cert=leaf_cert)
+    write_pem(key_pem, key=leaf_key)
+    log = TMP / "tls-upstream.jsonl"
+    port = free_port()
+    upstream = subprocess.Popen(
+        [*upstream_cmd(log, TMP / "notes-tls"), "--http", str(port), "--certfile", cert_pem, "--keyfile", key_pem],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(TMP / "tls-upstream.stderr", "wb"),
+    )
+    PROCS.append(upstream)
+    wait_port(port, 20)
+    url = f"https://127.0.0.1:{port}/mcp"
+    api_key = "k-" + secrets.token_hex(12)
+    bearer = "t-" + secrets.token_hex(12)
+    env = {"E2E_API_KEY": api_key, "E2E_UPSTREAM_TOKEN": bearer, "RUST_LOG": "debug"}
+    headers = ["--upstream-header", "X-Api-Key: ${E2E_API_KEY}", "--upstream-header", "X-Static: plain-value"]
+    gw = Gateway(
+        "tls",
+        "--upstream",
+        url,
+        "--upstream-ca",
+        ca_pem,
+        *headers,
+        "--upstream-token-env",
+        "E2E_UPSTREAM_TOKEN",
+        env=env,
+    )
+    try:
+        async with mcp_client(gw.url) as c:
+            names = tool_names(await c.list_tools())
+            r = await c.call_tool("read_note", {"name": "over-tls"})
+        ok, detail = True, names
+    except Exception as e:
+        ok, detail, names, r = False, error_text(e), [], None
+    check("HTTPS upstream with --upstream-ca: tools/list through the gateway", ok and "read_note" in names, detail)
+    check(
+        "...a read call runs on the upstream",
+        r is not None and blocked_code(r) is None and ran(log, "read_note", name="over-tls"),
+        r,
+    )
+    requests = [e for e in log_entries(log) if "http" in e]
+    check(
+        "--upstream-header 'X-Api-Key: ${VAR}': the upstream got the variable's value",
+        requests and all(e["headers"].get("x-api-key") == api_key for e in requests),
+        [e["headers"] for e in requests][:3],
+    )
+    check(
+        "--upstream-header 'X-Static: plain-value' sent as written",
+        requests and all(e["headers"].get("x-static") == "plain-value" for e in requests),
+        [e["headers"] for e in requests][:3],
+    )
+    check(
+        "--upstream-token-env: Authorization: Bearer $VAR on every upstream request",
+        requests and all(e["headers"].get("authorization") == f"Bearer {bearer}" for e in requests),
+        [e["headers"] for e in requests][:3],
+    )
+    gw.stop()
+    said = gw.stderr() + gw.stdout()
+    check(
+        "the secrets appear nowhere in the gateway's output (RUST_LOG=debug)",
+        api_key not in said and bearer not in said,
+        [line for line in said.splitlines() if api_key in line or bearer in line][:3],
+    )
+
+    # The wrong CA: the client's connect fails, naming the host and TLS.
+    seen = len(log_entries(log))
+    bad = Gateway("tls-wrong", "--upstream", url, "--upstream-ca", wrong_pem, env=env)
+    try:
+        async with mcp_client(bad.url, mode="legacy") as c:
+            await c.list_tools()
+        outcome = "connected"
+    except Exception as e:
+        outcome = error_text(e)
+    check("wrong CA: the client's initialize fails", outcome != "connected", outcome)
+    check(
+        "...with a message naming the upstream host (127.0.0.1) and the certificate / TLS",
+        "127.0.0.1" in outcome and ("certificate" in outcome.lower() or "tls" in outcome.lower()),
+        outcome[:600],
+    )
+    try:
+        async with http_client() as http:
+            r = await post_call(http, bad.url, "read_note", {"name": "wrong-ca"})
+        check("wrong CA: a raw 2026 call is not answered with a result", "result" not in rpc_message(r), r.text[:300])
+    except httpx2.HTTPError as e:
+        check("wrong CA: a raw 2026 call is not answered with a result", True, e)
+    check(
+        "wrong CA: nothing reached the upstream (not even an HTTP request)",
+        len(log_entries(log)) == seen,
+        log_entries(log)[seen:],
+    )
+    bad.stop()
+    upstream.terminate()
+
+
+# ---------------------------------------------------------------------------
+# 7. --watch: good edits apply to the next call, a bad one keeps the rules.
+
+WATCH_V1 = """\
+version: 1
+defaults:
+  operation_type: transactional
+tool_policies:
+  read_note:
+    operation_type: read_only
+  slow:
+    operation_type: read_only
+"""
+WATCH_V2 = WATCH_V1.replace("  read_note:\n    operation_type: read_only\n", '  read_note:\n    hold: "maintenance"\n')
+WATCH_BAD = """\
+version: 1
+tool_policies:
+  read_note:
+    operation_type: read_only
+   slow: [unclosed
+"""
+WATCH_V3 = WATCH_V1 + "  write_note:\n    operation_type: transactional\n"
+
+
+async def watch():
+    (TMP / "watch").mkdir()
+    policy = TMP / "watch" / "policy.yaml"
+    policy.write_text(WATCH_V1)
+    log = TMP / "w-upstream.jsonl"
+    audit = TMP / "w-audit.jsonl"
+    mport = free_port()
+    flags = ["--policy", "watch/policy.yaml", "--watch", "--audit", audit, "--metrics", f"127.0.0.1:{mport}"]
+    gw = Gateway("watch", *flags, upstream_args=upstream_cmd(log, TMP / "notes-w"), cwd=TMP)
+    wait_port(mport, 20)
+
+    def last_line(tool):
+        for x in reversed(audit_lines(audit)):
+            if x.get("tool") == tool:
+                return x
+        return {}
+
+    async with mcp_client(gw.url) as c:
+        r = await c.call_tool("read_note", {"name": "w1"})
+        line1 = last_line("read_note")
+        check("--watch: read_note allowed under v1", blocked_code(r) is None and ran(log, "read_note", name="w1"), r)
+        rev1 = line1.get("policy_revision")
+        write_atomically(policy, WATCH_V2)
+        await asyncio.sleep(1.0)
+        r = await c.call_tool("read_note", {"name": "w2"})
+        line2 = last_line("read_note")
+        check("--watch: the edit (read_note held) decides the next call: NOT_FOUND", blocked_code(r) == "NOT_FOUND", r)
+        check("...not run", not ran(log, "read_note", name="w2"))
+        rev2 = line2.get("policy_revision")
+        check(
+            "...audit policy_revision changed from the first call under v2",
+            rev1 and rev2 and rev2 != rev1,
+            (rev1, rev2),
+        )
+        listed = tool_names(await c.list_tools())
+        check("...tools/list follows the new policy", "read_note" not in listed and "slow" in listed, listed)
+
+        before = gw.stderr()
+        write_atomically(policy, WATCH_BAD)
+        await asyncio.sleep(1.6)  # several polls
+        new = gw.stderr()[len(before) :]
+        mentions = [line for line in new.splitlines() if "watch/policy.yaml" in line]
+        check(
+            "--watch: a YAML syntax error -> ONE stderr line with FILE:LINE:COL (the path as given)",
+            len(mentions) == 1 and re.search(r"(?<![\w/])watch/policy\.yaml:\d+:\d+", mentions[0]),
+            new[-800:],
+        )
+        r = await c.call_tool("read_note", {"name": "w3"})
+        check("...the previous (v2) rules stay: read_note still NOT_FOUND", blocked_code(r) == "NOT_FOUND", r)
+        check("...same revision as v2", last_line("read_note").get("policy_revision") == rev2, last_line("read_note"))
+        check("...the gateway is still up", gw.proc.poll() is None, gw.proc.returncode)
+
+        # An edit while a slow call is in flight: the call completes.
+        slow_call = asyncio.create_task(c.call_tool("slow", {"seconds": 1.5, "tag": "inflight"}))
+        started = await wait_for(lambda: ran(log, "slow", tag="inflight"), 5)
+        write_atomically(policy, WATCH_V3)
+        r = await slow_call
+        check(
+            "--watch: a call in flight during an edit completes",
+            started and blocked_code(r) is None and not r.is_error and "slept" in r.content[0].text,
+            r,
+        )
+        await asyncio.sleep(0.8)
+        r = await c.call_tool("read_note", {"name": "w4"})
+        line4 = last_line("read_note")
+        check("--watch: the fix after the bad edit applies (read_note allowed again)", blocked_code(r) is None, r)
+        check("...with a third revision", line4.get("policy_revision") not in (None, rev1, rev2), (rev1, rev2, line4))
+    async with http_client() as http:
+        text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
+    reloads = metric_samples(text, "toolgate_policy_reloads_total")
+    ok = reloads.get(frozenset({("result", "ok")}))
+    err = reloads.get(frozenset({("result", "error")}))
+    check("metrics: toolgate_policy_reloads_total ok=2 error=1", ok == 2 and err == 1, reloads)
+    gw.stop()
+
+
+# ---------------------------------------------------------------------------
+# 8. --mode shadow: decided and audited, but forwarded.
+
+
+async def shadow():
+    policy = TMP / "s-policy.yaml"
+    policy.write_text(
+        "version: 1\ndefaults:\n  operation_type: transactional\ntool_policies:\n"
+        '  read_note:\n    operation_type: read_only\n  admin_reset:\n    hold: "not in this deployment"\n'
+    )
+    log = TMP / "s-upstream.jsonl"
+    notes = TMP / "notes-s"
+    gw = Gateway(
+        "shadow", "--mode", "shadow", "--policy", policy, "--audit", "-", upstream_args=upstream_cmd(log, notes)
+    )
+    asked = []
+
+    async def elicit(_ctx, params):
+        asked.append(params)
+        return ElicitResult(action="decline")
+
+    async with mcp_client(gw.url, elicitation_callback=elicit) as c:
+        names = tool_names(await c.list_tools())
+        w = await c.call_tool("write_note", {"name": "shadow", "text": "unconfirmed"})
+        a = await c.call_tool("admin_reset", {"reason": "shadow-held"})
+        r = await c.call_tool("read_note", {"name": "shadow"})
+    check(
+        "shadow: tools/list shows every upstream tool (the held one too)",
+        names == ["admin_reset", "read_note", "slow", "write_note"],
+        names,
+    )
+    check(
+        "shadow: an unconfirmed write runs on the upstream", not w.is_error and ran(log, "write_note", name="shadow"), w
+    )
+    check("...no confirmation was asked", not asked, asked)
+    check(
+        "shadow: a held (hidden) tool runs on the upstream",
+        not a.is_error and ran(log, "admin_reset", reason="shadow-held"),
+        a,
+    )
+    check("shadow: an allowed read runs", not r.is_error and ran(log, "read_note", name="shadow"), r)
+    await asyncio.sleep(0.2)
+    lines = audit_lines(gw.stdout_path)  # --audit - : stdout
+    by_tool = {x.get("tool"): x for x in lines}
+    wl, al, rl = by_tool.get("write_note", {}), by_tool.get("admin_reset", {}), by_tool.get("read_note", {})
+    check("--audit -: the audit lines are on stdout", len(lines) >= 3, gw.stdout()[-500:])
+    check(
+        "shadow audit: the write has would_block true, code CONFIRMATION_REQUIRED",
+        wl.get("would_block") is True and wl.get("code") == "CONFIRMATION_REQUIRED",
+        wl,
+    )
+    check(
+        "shadow audit: the held tool has would_block true, code NOT_FOUND",
+        al.get("would_block") is True and al.get("code") == "NOT_FOUND",
+        al,
+    )
+    check("shadow audit: the allowed read has no would_block", not rl.get("would_block") and rl.get("code") is None, rl)
+    gw.stop()
+
+
+# ---------------------------------------------------------------------------
+# 9. Metrics and readiness.
+
+
+async def metrics():
+    policy = TMP / "m-policy.yaml"
+    policy.write_text(POLICY)
+    log = TMP / "m-upstream.jsonl"
+    mport = free_port()
+    flags = ["--policy", policy, "--scopes", "notes:read", "--metrics", f"127.0.0.1:{mport}"]
+    slow_start = upstream_cmd(log, TMP / "notes-m", "--start-delay", "2.5")
+    gw = Gateway("metrics", *flags, upstream_args=slow_start, wait=False)
+    started = time.monotonic()
+    gw.wait()
+    wait_port(mport, 20)
+    mbase = f"http://127.0.0.1:{mport}"
+    async with http_client() as http:
+        early = [(await http.get(base + "/readyz")).status_code for base in (mbase, gw.base)]
+        health = [(await http.get(base + "/healthz")).status_code for base in (mbase, gw.base)]
+        elapsed = time.monotonic() - started
+        check("/healthz 200 on --metrics and on --listen while the upstream starts", health == [200, 200], health)
+        check(
+            "/readyz 503 on both before the upstream's catalog is loaded",
+            early == [503, 503] and elapsed < 2.5,
+            (early, round(elapsed, 2)),
+        )
+
+        async def ready():
+            return (await http.get(mbase + "/readyz")).status_code == 200
+
+        became = await wait_for(ready, 20, 0.1)
+        late = (await http.get(gw.base + "/readyz")).status_code
+        check(
+            "/readyz 200 on both once the catalog is loaded",
+            became and late == 200 and time.monotonic() - started >= 2.4,
+            (became, late, round(time.monotonic() - started, 2)),
+        )
+
+    async with mcp_client(gw.url) as c:
+        for i in range(3):
+            await c.call_tool("read_note", {"name": f"m{i}"})
+        for _ in range(2):
+            await c.call_tool("admin_reset", {"reason": "metrics"})
+        await c.call_tool("no_such_tool", {})
+        await c.call_tool("write_note", {"name": "m"})  # text missing: BAD_REQUEST
+    async with http_client() as http:
+        r = await http.get(mbase + "/metrics")
+    text = r.text
+    check("/metrics: 200, Prometheus text", r.status_code == 200 and "toolgate_decisions_total" in text, text[:300])
+    decisions = {k: v for k, v in metric_samples(text, "toolgate_decisions_total").items() if v}
+    want = {
+        frozenset({("tool", "read_note"), ("code", "ALLOW")}): 3,
+        frozenset({("tool", "admin_reset"), ("code", "SCOPE_DENIED")}): 2,
+        frozenset({("tool", "(unknown)"), ("code", "NOT_FOUND")}): 1,
+        frozenset({("tool", "write_note"), ("code", "BAD_REQUEST")}): 1,
+    }
+    check(
+        "toolgate_decisions_total matches the calls made, per tool and code",
+        decisions == want,
+        {tuple(sorted(k)): v for k, v in decisions.items()},
+    )
+    counts = metric_samples(text, "toolgate_decision_duration_seconds_count")
+    check(
+        "toolgate_decision_duration_seconds: a histogram counting 7 decisions",
+        sum(counts.values()) == 7 and metric_samples(text, "toolgate_decision_duration_seconds_bucket"),
+        counts,
+    )
+    upstream = metric_samples(text, "toolgate_upstream_duration_seconds_count")
+    check(
+        "toolgate_upstream_duration_seconds: a histogram, at least the 3 forwarded calls",
+        sum(upstream.values()) >= 3 and metric_samples(text, "toolgate_upstream_duration_seconds_bucket"),
+        upstream,
+    )
+    starts = metric_samples(text, "toolgate_upstream_starts_total")
+    check("toolgate_upstream_starts_total >= 1", sum(starts.values()) >= 1, starts)
+    check(
+        "...and the upstream ran exactly the allowed calls",
+        sorted(e["tool"] for e in log_entries(log)) == ["read_note"] * 3,
+        log_entries(log),
+    )
+    gw.stop()
+
+
+# ---------------------------------------------------------------------------
+# 10. An open listener needs auth, or --insecure-listen (and a warning).
+
+
+async def open_listener():
+    upstream = upstream_cmd(TMP / "open-upstream.jsonl", TMP / "notes-o")
+    code, err = exits([PROXY, "--listen", f"0.0.0.0:{free_port()}", "--", *upstream])
+    check("--listen 0.0.0.0 without --auth: refused, exit 64", code == 64, (code, err[-300:]))
+    check("...the message names --insecure-listen", "--insecure-listen" in err, err[-300:])
+
+    gw = Gateway("insecure", "--insecure-listen", host="0.0.0.0", upstream_args=upstream)
+    up = gw.up
+    said = gw.stderr()
+    check("--insecure-listen: serves on 0.0.0.0", up and gw.proc.poll() is None, said[-300:])
+    check(
+        "...with a loud warning on stderr",
+        "insecure" in said.lower() and ("warning" in said.lower() or "!" in said),
+        said[-300:],
+    )
+    gw.stop()
+    authed = Gateway("open-auth", *auth_flags(TMP / "jwks.json"), host="0.0.0.0", upstream_args=upstream)
+    check("--listen 0.0.0.0 with --auth jwt: allowed", authed.up and authed.proc.poll() is None, authed.stderr()[-300:])
+    authed.stop()
+
+
+# ---------------------------------------------------------------------------
+
+
+GATEWAYS = []
+PROCS = []
+
+
+async def section(name, coro):
+    """Runs one part; an exception there is a failed check, and the next
+    part still runs."""
+    try:
+        return await coro
+    except Exception as e:
+        check(f"{name}: ran to the end", False, error_text(e)[:1500])
+        return None
+
+
+async def main():
+    global ISSUER
+    help_text = subprocess.run([PROXY, "--help"], capture_output=True, text=True).stdout
+    missing = [
+        f
+        for f in ("--auth", "--jwks", "--watch", "--mode", "--metrics", "--upstream-ca", "--insecure-listen")
+        if f not in help_text
+    ]
+    check("the binary has the production flags", not missing, missing)
+    if missing:
+        return 1
+    auth_server = AuthServer()
+    ISSUER = auth_server.base
+    started = time.monotonic()
+    (TMP / "jwks.json").write_text(json.dumps({"keys": [JWK_RSA, JWK_EC]}))
+    try:
+        # The JWKS-URL steps wait 10 s between them: other sections run meanwhile.
+        b = await section("JWKS URL: start", jwks_url_start(auth_server))
+        await section("inbound auth", inbound_auth(auth_server))
+        refetched_at = b and await section("JWKS URL: unknown kid", jwks_url_unknown(auth_server, *b))
+        await section("TLS upstream", tls_upstream())
+        await section("shadow", shadow())
+        await section("watch", watch())
+        if refetched_at:
+            await section("JWKS URL: a key published later", jwks_url_later(auth_server, *b, refetched_at))
+        await section("metrics", metrics())
+        await section("open listener", open_listener())
+    finally:
+        for g in GATEWAYS:
+            g.stop()
+        for p in PROCS:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        auth_server.httpd.shutdown()
+    print(f"({time.monotonic() - started:.1f} s; files in {TMP})")
+    print(f"{'FAILED: ' + ', '.join(failures) if failures else 'all production checks passed'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    PROXY = sys.argv[1]
+    TMP = Path(tempfile.mkdtemp(prefix="toolgate-production-"))
+    sys.exit(asyncio.run(main()))
