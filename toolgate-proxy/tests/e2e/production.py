@@ -1185,7 +1185,7 @@ async def watch():
         write_atomically(policy, WATCH_BAD)
         await asyncio.sleep(1.6)  # several polls
         new = gw.stderr()[len(before) :]
-        mentions = [line for line in new.splitlines() if "watch/policy.yaml" in line]
+        mentions = [line for line in new.splitlines() if re.search(r"watch/policy\.yaml:\d+:\d+", line)]
         check(
             "--watch: a YAML syntax error -> ONE stderr line with FILE:LINE:COL (the path as given)",
             len(mentions) == 1 and re.search(r"(?<![\w/])watch/policy\.yaml:\d+:\d+", mentions[0]),
