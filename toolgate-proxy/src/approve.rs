@@ -78,8 +78,16 @@ pub fn record_key(id: &str) -> String {
     format!("{RECORD_PREFIX}{id}")
 }
 
-pub fn approved_key(digest: &str, revision: &str) -> String {
-    format!("{APPROVED_PREFIX}{digest}:{revision}")
+pub fn approved_key(digest: &str, revision: &str, caller: &str) -> String {
+    // The caller is part of the key: one caller's approval never runs
+    // another's identical call. Hashed, so any subject makes a safe key.
+    use sha2::Digest;
+    let caller: String = sha2::Sha256::digest(caller.as_bytes())
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{APPROVED_PREFIX}{digest}:{revision}:{caller}")
 }
 
 /// 128 random bits, base64url (22 characters).
@@ -123,8 +131,13 @@ pub async fn create(ledger: &Ledger, mut pending: Pending, now: u64) -> Result<P
 
 /// Takes the approval of this call under this revision, if a person gave
 /// one: the pending record's id. Once, on any replica.
-pub async fn take_approved(ledger: &Ledger, digest: &str, revision: &str) -> Result<Option<String>, LedgerError> {
-    ledger.take(&approved_key(digest, revision), now_ms()).await
+pub async fn take_approved(
+    ledger: &Ledger,
+    digest: &str,
+    revision: &str,
+    caller: &str,
+) -> Result<Option<String>, LedgerError> {
+    ledger.take(&approved_key(digest, revision, caller), now_ms()).await
 }
 
 /// The state of a pending record (for a gateway waiting on the page).
@@ -334,6 +347,8 @@ fn audit(served: &Served, pending: &Pending, event: &str) {
             event: Some(event),
             outcome: event,
             arguments: Some(&pending.arguments),
+            caller: &pending.caller,
+            would_block: false,
         });
     }
 }
@@ -524,7 +539,7 @@ async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: H
     let Ok(next_text) = serde_json::to_string(&next) else {
         return forged();
     };
-    let key = approved_key(&pending.digest, &pending.revision);
+    let key = approved_key(&pending.digest, &pending.revision, &pending.caller);
     let also = approve.then_some(Also {
         key: &key,
         value: &pending.id,
@@ -642,7 +657,7 @@ mod tests {
         let text = ledger.get(&record_key(&p.id), now).await.unwrap().unwrap();
         let mut next = p.clone();
         next.state = "approved".into();
-        let key = approved_key(&p.digest, &p.revision);
+        let key = approved_key(&p.digest, &p.revision, &p.caller);
         let also = Also {
             key: &key,
             value: &p.id,
@@ -662,11 +677,16 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(state(&ledger, &p.id).await.unwrap().as_deref(), Some("approved"));
-        assert_eq!(take_approved(&ledger, "sha256:00", "rev-2").await.unwrap(), None);
+        assert_eq!(take_approved(&ledger, "sha256:00", "rev-2", "").await.unwrap(), None);
+        // Another caller's identical call does not take this approval.
         assert_eq!(
-            take_approved(&ledger, "sha256:00", "rev-1").await.unwrap(),
+            take_approved(&ledger, "sha256:00", "rev-1", "mallory").await.unwrap(),
+            None
+        );
+        assert_eq!(
+            take_approved(&ledger, "sha256:00", "rev-1", "").await.unwrap(),
             Some(p.id.clone())
         );
-        assert_eq!(take_approved(&ledger, "sha256:00", "rev-1").await.unwrap(), None);
+        assert_eq!(take_approved(&ledger, "sha256:00", "rev-1", "").await.unwrap(), None);
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -47,19 +47,150 @@ pub struct Record<'a> {
     /// What happened to the call: `forwarded` or `blocked`.
     pub outcome: &'a str,
     pub arguments: Option<&'a Value>,
+    /// The authenticated caller (the token's subject); empty when the
+    /// gateway does not authenticate callers (then not written).
+    pub caller: &'a str,
+    /// Shadow mode: the policy would have blocked this forwarded call.
+    pub would_block: bool,
+}
+
+/// When the audit file is rotated: the current file becomes `FILE.1`, the
+/// one before `FILE.2`, and so on; the oldest beyond the kept count goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rotation {
+    Never,
+    /// Before a line would take the file past this many bytes.
+    Size(u64),
+    /// At the first line of a new UTC day.
+    Daily,
+}
+
+impl Rotation {
+    /// `--audit-rotate`: `daily`, or a size such as `10MB`, `512KB`, `1GB`
+    /// or a plain byte count.
+    pub fn parse(text: &str) -> Result<Rotation, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("daily") {
+            return Ok(Rotation::Daily);
+        }
+        let upper = text.to_ascii_uppercase();
+        let (digits, unit) = match upper.find(|c: char| !c.is_ascii_digit()) {
+            Some(at) => upper.split_at(at),
+            None => (upper.as_str(), ""),
+        };
+        let scale: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "KB" | "K" => 1 << 10,
+            "MB" | "M" => 1 << 20,
+            "GB" | "G" => 1 << 30,
+            _ => return Err(format!("--audit-rotate {text:?}: give `daily` or a size like 10MB")),
+        };
+        match digits.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Rotation::Size(n.saturating_mul(scale))),
+            _ => Err(format!("--audit-rotate {text:?}: give `daily` or a size like 10MB")),
+        }
+    }
+}
+
+/// An append-only audit file that rotates itself.
+struct RotatingFile {
+    path: PathBuf,
+    file: std::fs::File,
+    rotation: Rotation,
+    keep: u32,
+    size: u64,
+    day: u64,
+}
+
+fn utc_day() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+        / 86_400
+}
+
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new().create(true).append(true).open(path)
+}
+
+impl RotatingFile {
+    fn numbered(&self, n: u32) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        let _ = std::fs::remove_file(self.numbered(self.keep));
+        for n in (1..self.keep).rev() {
+            let from = self.numbered(n);
+            if from.exists() {
+                std::fs::rename(&from, self.numbered(n + 1))?;
+            }
+        }
+        std::fs::rename(&self.path, self.numbered(1))?;
+        self.file = open_append(&self.path)?;
+        self.size = 0;
+        Ok(())
+    }
+}
+
+impl Write for RotatingFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let due = match self.rotation {
+            Rotation::Never => false,
+            Rotation::Size(max) => self.size > 0 && self.size.saturating_add(buf.len() as u64) > max,
+            Rotation::Daily => utc_day() != self.day,
+        };
+        if due {
+            self.day = utc_day();
+            if let Err(e) = self.rotate() {
+                // Lines keep going to the current file rather than nowhere.
+                eprintln!(
+                    "toolgate proxy: rotating the audit log {} failed: {e}",
+                    self.path.display()
+                );
+            }
+        }
+        let written = self.file.write(buf)?;
+        self.size = self.size.saturating_add(written as u64);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
 }
 
 impl Audit {
     pub fn open(path: &Path, with_args: bool) -> Result<Audit, ProxyError> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|source| ProxyError::Audit {
+        Audit::open_rotating(path, with_args, Rotation::Never, 0)
+    }
+
+    /// `--audit FILE` with `--audit-rotate` and `--audit-keep`; `-` is
+    /// standard output (JSON lines for a log shipper).
+    pub fn open_rotating(path: &Path, with_args: bool, rotation: Rotation, keep: u32) -> Result<Audit, ProxyError> {
+        if path == Path::new("-") {
+            return Ok(Audit::to_writer(Box::new(std::io::stdout()), with_args));
+        }
+        let error = |source| ProxyError::Audit {
+            path: path.to_owned(),
+            source,
+        };
+        let file = open_append(path).map_err(error)?;
+        let size = file.metadata().map_err(error)?.len();
+        Ok(Audit::to_writer(
+            Box::new(RotatingFile {
                 path: path.to_owned(),
-                source,
-            })?;
-        Ok(Audit::to_writer(Box::new(file), with_args))
+                file,
+                rotation,
+                keep: keep.max(1),
+                size,
+                day: utc_day(),
+            }),
+            with_args,
+        ))
     }
 
     /// Audit lines written to `writer`, one JSON object per line.
@@ -94,6 +225,12 @@ impl Audit {
             "confirmation".into(),
             record.confirmation.map_or(Value::Null, |c| Value::String(c.to_owned())),
         );
+        if !record.caller.is_empty() {
+            line.insert("caller".into(), Value::String(record.caller.to_owned()));
+        }
+        if record.would_block {
+            line.insert("would_block".into(), Value::Bool(true));
+        }
         if let Some(seal) = record.seal {
             line.insert("seal".into(), Value::String(seal.to_owned()));
         }
@@ -159,6 +296,51 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_sizes() {
+        assert_eq!(Rotation::parse("daily"), Ok(Rotation::Daily));
+        assert_eq!(Rotation::parse("10MB"), Ok(Rotation::Size(10 << 20)));
+        assert_eq!(Rotation::parse("512"), Ok(Rotation::Size(512)));
+        assert!(Rotation::parse("0").is_err());
+        assert!(Rotation::parse("ten").is_err());
+    }
+
+    #[test]
+    fn rotates_by_size_and_keeps_the_newest() {
+        let dir = std::env::temp_dir().join(format!("toolgate-audit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("audit.jsonl");
+        let audit = Audit::open_rotating(&path, false, Rotation::Size(300), 2).unwrap();
+        for n in 0..12 {
+            let tool = format!("tool{n}");
+            audit.write(&Record {
+                tool: &tool,
+                code: None,
+                revision: "r",
+                surface: "confirming",
+                confirmation: None,
+                seal: None,
+                approval: None,
+                digest: None,
+                event: None,
+                outcome: "forwarded",
+                arguments: None,
+                caller: "alice",
+                would_block: false,
+            });
+        }
+        let current = std::fs::read_to_string(&path).unwrap();
+        assert!(current.contains("\"tool11\""), "{current}");
+        assert!(current.contains("\"caller\":\"alice\""));
+        assert!(std::fs::metadata(&path).unwrap().len() <= 300);
+        assert!(dir.join("audit.jsonl.1").exists());
+        assert!(dir.join("audit.jsonl.2").exists());
+        assert!(!dir.join("audit.jsonl.3").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     #[test]
     fn civil_dates() {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));

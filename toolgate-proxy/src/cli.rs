@@ -10,14 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolgate::{Context, Engine, Surface};
 
-use crate::audit::Audit;
+use crate::audit::{Audit, Rotation};
+use crate::auth::{AuthSettings, Authenticator, Caller, JwksSource};
 use crate::confirm::Sealing;
 use crate::gate::RelayList;
 use crate::http::GateState;
 use crate::ledger::Ledger;
+use crate::outbound;
+use crate::policy::Policy;
 use crate::seal::KeyRing;
 use crate::stdio::{ClientLines, DropReport};
-use crate::{Config, Gateway, ProxyError, UpstreamSpec};
+use crate::{Config, Gateway, HttpUpstream, ProxyError, UpstreamSpec};
 
 const EXIT_USAGE: u8 = 64;
 const EXIT_LOAD: u8 = 2;
@@ -95,9 +98,91 @@ pub struct ProxyArgs {
     /// http:// and the address the pages are served on.
     #[arg(long, value_name = "URL")]
     pub approve_url: Option<String>,
+    /// Who may call: `none` (the default; `--scopes` for everyone) or `jwt`
+    /// (every `--listen` request carries a bearer token; its scopes are the
+    /// caller's, its subject is audited and sealed into confirmations).
+    #[arg(long, value_enum, default_value_t = AuthArg::None, requires = "listen")]
+    pub auth: AuthArg,
+    /// The issuer's JSON Web Key Set: a file, or an http(s) URL (fetched at
+    /// start, again when a token names an unknown key, at most every 10 s).
+    #[arg(long, value_name = "FILE|URL", required_if_eq("auth", "jwt"))]
+    pub jwks: Option<String>,
+    /// The `iss` every token must carry (also the authorization server named
+    /// in the protected-resource metadata).
+    #[arg(long, value_name = "ISS", required_if_eq("auth", "jwt"))]
+    pub issuer: Option<String>,
+    /// The `aud` every token must carry (this gateway's resource identifier
+    /// as the authorization server knows it).
+    #[arg(long, value_name = "AUD", required_if_eq("auth", "jwt"))]
+    pub audience: Option<String>,
+    /// This resource's URL in its protected-resource metadata (RFC 9728).
+    /// Default: http://LISTEN_ADDR/mcp.
+    #[arg(long, value_name = "URL", requires = "issuer")]
+    pub resource: Option<String>,
+    /// A scope every token must grant, else 403 `insufficient_scope`;
+    /// repeat for several.
+    #[arg(long = "require-scope", value_name = "SCOPE", requires = "issuer")]
+    pub require_scopes: Vec<String>,
+    /// Listen on a non-loopback address without `--auth` (anyone who can
+    /// reach the port can call tools with `--scopes`).
+    #[arg(long, requires = "listen")]
+    pub insecure_listen: bool,
+    /// Extra PEM trust roots for an https:// upstream and JWKS URL (beside
+    /// the platform's).
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+    /// A header sent with every request to the upstream, `'Name: value'`;
+    /// a value written `${VAR}` is read from the environment. Repeatable.
+    /// Values are never printed.
+    #[arg(long = "upstream-header", value_name = "'NAME: VALUE'", requires = "upstream")]
+    pub upstream_headers: Vec<String>,
+    /// An environment variable holding a bearer token for the upstream.
+    #[arg(long, value_name = "VAR", requires = "upstream")]
+    pub upstream_token_env: Option<String>,
+    /// Re-read the policy file when it changes; a version that does not
+    /// load is reported (file:line:col) and the rules in force stay.
+    #[arg(long, requires = "policy")]
+    pub watch: bool,
+    /// `enforce` (the default), or `shadow`: decide and audit every call,
+    /// forward all of them (audit lines say `would_block`), list every tool.
+    #[arg(long, value_enum, default_value_t = ModeArg::Enforce)]
+    pub mode: ModeArg,
+    /// Serve /metrics (Prometheus), /healthz and /readyz at http://ADDR.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// Log format on stderr (`RUST_LOG` filters; default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Rotate the audit file: `daily`, or at a size (`10MB`).
+    #[arg(long, value_name = "daily|SIZE", requires = "audit")]
+    pub audit_rotate: Option<String>,
+    /// How many rotated audit files to keep (FILE.1 … FILE.N).
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "audit_rotate")]
+    pub audit_keep: u32,
     /// The upstream server's command and arguments (after `--`).
     #[arg(last = true, value_name = "SERVER_CMD")]
     pub command: Vec<String>,
+}
+
+/// `--auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthArg {
+    None,
+    Jwt,
+}
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    Enforce,
+    Shadow,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// `--surface` on the command line (the SDK's [`Surface`] carries no
@@ -141,12 +226,7 @@ where
 
 /// Runs the proxy until the client goes away (stdio) or a signal (HTTP).
 pub fn run(args: ProxyArgs) -> ExitCode {
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .try_init();
-    }
+    init_tracing(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -162,6 +242,20 @@ pub fn run(args: ProxyArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
+}
+
+/// Structured logs on stderr: `RUST_LOG` filters (default: warnings and
+/// errors, so a stdio client's stderr stays quiet), text or JSON lines.
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }
 
 fn fail(e: &ProxyError) -> ExitCode {
@@ -211,15 +305,20 @@ async fn sealing(args: &ProxyArgs) -> Result<Sealing, ProxyError> {
     })
 }
 
-fn config(args: &ProxyArgs, sealing: Sealing) -> Result<Config, ProxyError> {
+fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Result<Config, ProxyError> {
     let upstream = match (&args.upstream, args.command.split_first()) {
         (Some(url), None) => {
-            if !url.starts_with("http://") {
+            if !url.starts_with("http://") && !url.starts_with("https://") {
                 return Err(ProxyError::Usage(format!(
-                    "--upstream {url}: only http:// URLs are supported (put a TLS terminator in front)"
+                    "--upstream {url}: give an http:// or https:// URL"
                 )));
             }
-            UpstreamSpec::Url(url.clone())
+            UpstreamSpec::Url(HttpUpstream {
+                url: url.clone(),
+                client: client.clone(),
+                headers: outbound::headers(&args.upstream_headers)?,
+                bearer: outbound::bearer(args.upstream_token_env.as_deref())?,
+            })
         }
         (None, Some((program, rest))) => UpstreamSpec::Command {
             program: program.clone(),
@@ -254,21 +353,52 @@ fn config(args: &ProxyArgs, sealing: Sealing) -> Result<Config, ProxyError> {
             })?;
     }
     let audit = match &args.audit {
-        Some(path) => Some(Audit::open(path, args.audit_args)?),
+        Some(path) => {
+            if path.as_os_str() == "-" && args.listen.is_none() {
+                return Err(ProxyError::Usage(
+                    "--audit -: standard output is the MCP channel over stdio; use it with --listen".into(),
+                ));
+            }
+            let rotation = match &args.audit_rotate {
+                Some(text) => Rotation::parse(text).map_err(ProxyError::Usage)?,
+                None => Rotation::Never,
+            };
+            Some(Audit::open_rotating(path, args.audit_args, rotation, args.audit_keep)?)
+        }
         None => None,
     };
     let relay = RelayList::new(args.relay_methods.iter().cloned()).map_err(ProxyError::Usage)?;
-    let context = Context::from_flags(args.surface.into(), args.scopes.as_deref(), args.allow.as_deref());
+    let authenticated = args.auth == AuthArg::Jwt;
+    if authenticated && args.scopes.is_some() {
+        return Err(ProxyError::Usage(
+            "--scopes with --auth jwt: each caller's scopes come from their token".into(),
+        ));
+    }
+    // With --auth, a request without a caller is refused; the anonymous
+    // caller then grants nothing, as a second line.
+    let scopes = if authenticated {
+        Some("")
+    } else {
+        args.scopes.as_deref()
+    };
+    let context = Context::from_flags(args.surface.into(), scopes, args.allow.as_deref());
     if args.trust_model_confirmation {
         eprintln!(
             "toolgate proxy: --trust-model-confirmation: a model-written `confirmed: true` counts as a person's confirmation where the client cannot be asked"
         );
     }
+    if args.mode == ModeArg::Shadow {
+        eprintln!(
+            "toolgate proxy: --mode shadow: every call is forwarded, blocked or not (audit lines say would_block); nothing is enforced"
+        );
+    }
     Ok(Config {
         engine,
-        policy,
-        context_json: context.to_json(),
-        context,
+        policy: Arc::new(Policy::fixed(policy)),
+        anonymous: Arc::new(Caller::new(String::new(), context)),
+        authenticated,
+        shadow: args.mode == ModeArg::Shadow,
+        metrics: Arc::default(),
         trust_model_confirmation: args.trust_model_confirmation,
         sealing,
         upstream,
@@ -288,8 +418,34 @@ fn drop_report() -> DropReport {
 }
 
 async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
+    if let Some(addr) = &args.listen {
+        check_exposure(&args, addr).await?;
+    }
+    let client = outbound::client(args.upstream_ca.as_deref())?;
     let sealing = sealing(&args).await?;
-    let config = Arc::new(config(&args, sealing)?);
+    let config = Arc::new(config(&args, sealing, &client)?);
+    let auth = match args.auth {
+        AuthArg::Jwt => Some(Arc::new(authenticator(&args, &config, &client).await?)),
+        AuthArg::None => None,
+    };
+    if let (true, Some(path)) = (args.watch, &args.policy) {
+        crate::policy::watch(
+            path.clone(),
+            config.policy.clone(),
+            config.engine.clone(),
+            config.metrics.clone(),
+        );
+    }
+    if let Some(addr) = &args.metrics {
+        let (listener, local) = bind(addr).await?;
+        let router = crate::metrics::router(config.metrics.clone());
+        eprintln!("toolgate proxy: metrics at http://{local}/metrics");
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                eprintln!("toolgate proxy: the metrics listener stopped: {e}");
+            }
+        });
+    }
     let own_pages = match (&args.approve_listen, &args.listen) {
         (Some(addr), _) => Some(addr.as_str()),
         (None, None) => Some("127.0.0.1:0"),
@@ -305,7 +461,16 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
         });
     }
     let served = match &args.listen {
-        Some(addr) => serve_http(config.clone(), addr, own_pages.is_none(), args.approve_url.as_deref()).await,
+        Some(addr) => {
+            warm_up(config.clone());
+            let served = Served {
+                with_pages: own_pages.is_none(),
+                public: args.approve_url.as_deref(),
+                auth,
+                resource_host: args.resource.as_deref().map(|r| outbound::host_of(r).to_owned()),
+            };
+            serve_http(config.clone(), addr, served).await
+        }
         None => serve_stdio(config.clone()).await,
     };
     config.shutdown_stateless().await;
@@ -378,19 +543,114 @@ fn approve_router(config: &Arc<Config>, local: std::net::SocketAddr, public: Opt
     })
 }
 
-async fn serve_http(config: Arc<Config>, addr: &str, with_pages: bool, public: Option<&str>) -> Result<(), ProxyError> {
+/// How the HTTP listener serves, beside the MCP endpoint.
+struct Served<'a> {
+    with_pages: bool,
+    public: Option<&'a str>,
+    auth: Option<Arc<Authenticator>>,
+    /// `--resource`'s host, accepted in `Host` headers.
+    resource_host: Option<String>,
+}
+
+/// `--listen` beyond loopback needs `--auth` or `--insecure-listen`.
+async fn check_exposure(args: &ProxyArgs, addr: &str) -> Result<(), ProxyError> {
+    let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|source| ProxyError::Listen {
+            addr: addr.to_owned(),
+            source,
+        })?
+        .collect();
+    let exposed = resolved.iter().any(|a| !a.ip().is_loopback());
+    if !exposed || args.auth == AuthArg::Jwt {
+        return Ok(());
+    }
+    if !args.insecure_listen {
+        return Err(ProxyError::Usage(format!(
+            "--listen {addr} is reachable beyond this machine and no caller is authenticated: add --auth jwt (with --jwks, --issuer, --audience), listen on 127.0.0.1, or say --insecure-listen"
+        )));
+    }
+    eprintln!(
+        "toolgate proxy: WARNING: --insecure-listen: {addr} accepts tool calls from anyone who can reach it, with no authentication"
+    );
+    Ok(())
+}
+
+async fn authenticator(
+    args: &ProxyArgs,
+    config: &Config,
+    client: &reqwest::Client,
+) -> Result<Authenticator, ProxyError> {
+    let listen = args.listen.as_deref().unwrap_or("127.0.0.1");
+    let resource = args.resource.clone().unwrap_or_else(|| format!("http://{listen}/mcp"));
+    // RFC 9728 §3.1: the well-known path, then the resource's own path.
+    let (origin, path) = match resource.split_once("://") {
+        Some((scheme, rest)) => match rest.find('/') {
+            Some(at) => (
+                format!("{scheme}://{}", rest.get(..at).unwrap_or(rest)),
+                rest.get(at..).unwrap_or(""),
+            ),
+            None => (resource.clone(), ""),
+        },
+        None => (resource.clone(), ""),
+    };
+    let settings = AuthSettings {
+        issuer: args.issuer.clone().unwrap_or_default(),
+        audience: args.audience.clone().unwrap_or_default(),
+        source: JwksSource::parse(args.jwks.as_deref().unwrap_or_default()),
+        required_scopes: args.require_scopes.clone(),
+        metadata_url: format!("{origin}/.well-known/oauth-protected-resource{path}"),
+        resource,
+        base: config.anonymous.context.clone(),
+    };
+    Authenticator::new(settings, client.clone())
+        .await
+        .map_err(|e| ProxyError::Usage(format!("--auth jwt: {e}")))
+}
+
+/// With `--listen`: opens the shared upstream session and loads its
+/// catalog now, so `/readyz` tells when calls can be decided; retried
+/// until it works.
+fn warm_up(config: Arc<Config>) {
+    tokio::spawn(async move {
+        let mut wait = Duration::from_millis(500);
+        loop {
+            match Gateway::new(config.clone()).warm_up().await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e.message, "the upstream catalog could not be loaded yet");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+    });
+}
+
+async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Result<(), ProxyError> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
     let (listener, local) = bind(addr).await?;
     let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
     hosts.push(local.ip().to_string());
+    if let Some(host) = served.resource_host {
+        hosts.push(host.split(':').next().unwrap_or_default().to_owned());
+        hosts.push(host);
+    }
+    let Served {
+        with_pages,
+        public,
+        auth,
+        ..
+    } = served;
     let gate = Arc::new(GateState {
         relay: config.relay.clone(),
         report: drop_report(),
         in_flight: Arc::default(),
     });
     let pages = with_pages.then(|| approve_router(&config, local, public));
+    let metrics = config.metrics.clone();
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),
         Arc::new(LocalSessionManager::default()),
@@ -399,6 +659,22 @@ async fn serve_http(config: Arc<Config>, addr: &str, with_pages: bool, public: O
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, crate::http::gate));
+    if let Some(auth) = auth {
+        // Outermost: nothing of a request without a good token is read.
+        router = router.layer(axum::middleware::from_fn_with_state(auth.clone(), crate::auth::require));
+        let metadata = axum::Router::new()
+            .route(
+                "/.well-known/oauth-protected-resource",
+                axum::routing::get(crate::auth::metadata),
+            )
+            .route(
+                "/.well-known/oauth-protected-resource/{*path}",
+                axum::routing::get(crate::auth::metadata),
+            )
+            .with_state(auth);
+        router = router.merge(metadata);
+    }
+    router = router.merge(crate::metrics::health_router(metrics));
     // After the gate's layer: the pages' form POSTs are not JSON-RPC.
     if let Some(pages) = pages {
         router = router.merge(pages);

@@ -18,11 +18,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
-use toolgate::{Context, Engine, Surface};
+use toolgate::Engine;
 
 use crate::audit::Audit;
 use crate::confirm::Sealing;
-use crate::gate::RelayList;
 use crate::ledger::Ledger as SealLedger;
 use crate::seal::KeyRing;
 use crate::stdio::ClientLines;
@@ -246,26 +245,19 @@ impl Harness {
             });
             ours
         }));
-        let config = Arc::new(Config {
-            engine,
-            policy: Some(POLICY.to_owned()),
-            context_json: Context::from_flags(Surface::Confirming, Some("user"), None).to_json(),
-            context: Context::from_flags(Surface::Confirming, Some("user"), None),
-            // The argument path, so confirmed writes reach the upstream and
-            // the invariant is checked on them too.
-            trust_model_confirmation: true,
-            upstream: UpstreamSpec::InProcess(connector),
-            timeout: Duration::from_secs(10),
-            audit: Some(Audit::to_writer(Box::new(audit), false)),
-            relay: RelayList::default(),
-            approve: Default::default(),
-            sealing: Sealing {
-                keys: KeyRing::ephemeral().map_err(|e| e.to_string())?,
-                ledger: SealLedger::memory(),
-                ttl: Duration::from_secs(60),
-            },
-            stateless: Default::default(),
-        });
+        let sealing = Sealing {
+            keys: KeyRing::ephemeral().map_err(|e| e.to_string())?,
+            ledger: SealLedger::memory(),
+            ttl: Duration::from_secs(60),
+        };
+        let policy = Arc::new(crate::policy::Policy::fixed(Some(POLICY.to_owned())));
+        let mut config = Config::new(engine, policy, UpstreamSpec::InProcess(connector), sealing);
+        // The argument path, so confirmed writes reach the upstream and the
+        // invariant is checked on them too.
+        config.trust_model_confirmation = true;
+        config.timeout = Duration::from_secs(10);
+        config.audit = Some(Audit::to_writer(Box::new(audit), false));
+        let config = Arc::new(config);
         let (client, gateway_side) = tokio::io::duplex(1 << 20);
         let (to_gateway, from_gateway_raw) = {
             let (read, write) = tokio::io::split(client);

@@ -22,13 +22,16 @@ use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
-use toolgate::{Confirmation, Context, Engine, Outcome, RuleSet};
+use toolgate::{Confirmation, Engine, Outcome, RuleSet};
 
 use crate::approve;
 use crate::audit::{Audit, Record};
+use crate::auth::Caller;
 use crate::confirm;
 use crate::gate::RelayList;
+use crate::metrics::{self, Metrics};
 use crate::ordered::Ordered;
+use crate::policy::{Policy, PolicyText};
 use crate::upstream::{self, Fault};
 
 /// Where the upstream server is.
@@ -36,11 +39,23 @@ use crate::upstream::{self, Fault};
 pub enum UpstreamSpec {
     /// A command started per client session, spoken to over stdio.
     Command { program: String, args: Vec<String> },
-    /// A Streamable HTTP endpoint (`http://` only).
-    Url(String),
+    /// A Streamable HTTP endpoint (`http://` or `https://`).
+    Url(HttpUpstream),
     /// A server in this process, one byte stream per session (tests and the
     /// gateway fuzz target).
     InProcess(Connector),
+}
+
+/// An upstream Streamable HTTP endpoint and how to reach it.
+#[derive(Debug, Clone)]
+pub struct HttpUpstream {
+    pub url: String,
+    /// rustls with the platform's roots and `--upstream-ca`.
+    pub client: reqwest::Client,
+    /// `--upstream-header`s (values marked sensitive: never printed).
+    pub headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+    /// `--upstream-token-env`: sent as `Authorization: Bearer …`.
+    pub bearer: Option<String>,
 }
 
 /// Opens a new in-process connection to an upstream server.
@@ -57,10 +72,17 @@ impl std::fmt::Debug for Connector {
 #[derive(Debug)]
 pub struct Config {
     pub engine: Engine,
-    pub policy: Option<String>,
-    pub context: Context,
-    /// `context` as the JSON the engine reads, written once.
-    pub context_json: String,
+    /// The policy in force (replaced under `--watch`).
+    pub policy: Arc<Policy>,
+    /// The caller of a request that names none: stdio, or `--listen`
+    /// without `--auth` (the static `--scopes`).
+    pub anonymous: Arc<Caller>,
+    /// Every `--listen` request must carry an authenticated caller
+    /// (`--auth`); one that somehow does not is refused, never anonymous.
+    pub authenticated: bool,
+    /// `--mode shadow`: decide and audit every call, forward all of them.
+    pub shadow: bool,
+    pub metrics: Arc<Metrics>,
     /// Count the model's own `confirmed: true` (`--trust-model-confirmation`).
     pub trust_model_confirmation: bool,
     /// Keys, ledger and lifetime of sealed confirmations (MCP 2026-07-28).
@@ -82,8 +104,56 @@ pub struct Config {
 }
 
 impl Config {
+    /// A gateway as `toolgate proxy` runs without optional flags: anonymous
+    /// callers (`user` role on the confirming surface), enforce mode, no
+    /// audit, sealed confirmations under `sealing`. Embedders set the public
+    /// fields they need afterwards.
+    pub fn new(
+        engine: Engine,
+        policy: Arc<Policy>,
+        upstream: UpstreamSpec,
+        sealing: crate::confirm::Sealing,
+    ) -> Config {
+        Config {
+            engine,
+            policy,
+            anonymous: Arc::new(Caller::new(
+                String::new(),
+                toolgate::Context::from_flags(toolgate::Surface::Confirming, Some("user"), None),
+            )),
+            authenticated: false,
+            shadow: false,
+            metrics: Arc::default(),
+            trust_model_confirmation: false,
+            sealing,
+            upstream,
+            timeout: Duration::from_secs(60),
+            audit: None,
+            relay: RelayList::default(),
+            approve: crate::approve::Pages::default(),
+            stateless: tokio::sync::OnceCell::new(),
+        }
+    }
+
     fn surface(&self) -> &'static str {
-        self.context.surface.as_str()
+        self.anonymous.context.surface.as_str()
+    }
+
+    /// Who is calling: the caller the auth layer attached to the HTTP
+    /// request, else the anonymous one, unless callers must authenticate.
+    fn caller(&self, extensions: &Extensions) -> Result<Arc<Caller>, ErrorData> {
+        let attached = extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Caller>>())
+            .cloned();
+        match attached {
+            Some(caller) => Ok(caller),
+            None if !self.authenticated => Ok(self.anonymous.clone()),
+            None => Err(internal(
+                "toolgate proxy: the request names no authenticated caller; nothing is allowed",
+                "UNAUTHENTICATED",
+            )),
+        }
     }
 }
 
@@ -139,6 +209,11 @@ impl Gateway {
         if self.state.upstream.get().is_some() || !confirm::is_stateless(meta) {
             return Ok(self.state.clone());
         }
+        self.shared_session().await
+    }
+
+    /// The sessionless upstream session, opened on first use.
+    async fn shared_session(&self) -> Result<Arc<SessionState>, ErrorData> {
         let config = &self.state.config;
         let shared = config
             .stateless
@@ -149,6 +224,12 @@ impl Gateway {
             })
             .await?;
         Ok(shared.clone())
+    }
+
+    /// Opens the shared upstream session and loads its catalog (`--listen`
+    /// does this at start, so readiness means calls can be decided).
+    pub async fn warm_up(&self) -> Result<(), ErrorData> {
+        self.shared_session().await?.rules().await.map(|_| ())
     }
 
     /// Ends the upstream session and stops the child, if any.
@@ -208,10 +289,16 @@ impl std::fmt::Debug for Upstream {
 /// The rules over the upstream's current catalog.
 #[derive(Debug)]
 struct Rules {
-    set: RuleSet,
+    set: Arc<RuleSet>,
     unknown: Arc<UnknownTool>,
     /// Each tool's title and description, for approval pages.
     about: HashMap<String, (Option<String>, Option<String>)>,
+    /// The catalog the set was built from (`{"tools": [...]}`), kept to
+    /// rebuild the set when the policy changes and to list every tool in
+    /// shadow mode.
+    catalog: Arc<str>,
+    /// The policy generation the set was built from.
+    generation: u64,
 }
 
 /// How the upstream answers a call to a tool it does not have, learned once
@@ -337,14 +424,29 @@ impl SessionState {
                             Err(_) => return Err(start_failed("no answer to initialize", None)),
                         }
                     }
-                    UpstreamSpec::Url(url) => {
+                    UpstreamSpec::Url(http) => {
+                        let mut settings =
+                            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                                http.url.as_str(),
+                            );
+                        settings.auth_header = http.bearer.clone();
+                        settings.custom_headers = http.headers.clone();
                         let transport = Ordered::new(
-                            rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
+                            rmcp::transport::StreamableHttpClientTransport::with_client(http.client.clone(), settings),
                             Arc::downgrade(self),
                         );
                         match tokio::time::timeout(timeout, handler.serve(transport)).await {
                             Ok(Ok(running)) => (running, None),
-                            Ok(Err(e)) => return Err(start_failed(&e.to_string(), None)),
+                            Ok(Err(e)) => {
+                                let why = match crate::outbound::connect_failure(&http.client, &http.url).await {
+                                    Some(cause) => cause,
+                                    None => crate::outbound::error_chain(&e),
+                                };
+                                return Err(start_failed(
+                                    &format!("{} did not answer: {why}", crate::outbound::host_of(&http.url)),
+                                    None,
+                                ));
+                            }
                             Err(_) => {
                                 return Err(start_failed(
                                     &format!("no answer to initialize within {} s", timeout.as_secs()),
@@ -354,6 +456,7 @@ impl SessionState {
                         }
                     }
                 };
+                self.config.metrics.upstream_started();
                 let peer = running.peer().clone();
                 let info = peer
                     .peer_info()
@@ -374,12 +477,63 @@ impl SessionState {
     /// when there are none yet.
     async fn rules(&self) -> Result<Arc<Rules>, ErrorData> {
         let mut slot = self.rules.lock().await;
+        let policy = self.config.policy.current();
         if let Some(rules) = slot.as_ref() {
-            return Ok(rules.clone());
+            if rules.generation == policy.generation {
+                return Ok(rules.clone());
+            }
+            // `--watch` took in a new policy: the same catalog under it.
+            match self.rebuild(rules, &policy).await {
+                Ok(fresh) => {
+                    let fresh = Arc::new(fresh);
+                    *slot = Some(fresh.clone());
+                    return Ok(fresh);
+                }
+                Err(e) => {
+                    // It loaded alone but not over this catalog (a pin, a
+                    // schema): the rules in force stay, as for a bad file.
+                    eprintln!("toolgate proxy: {}; the previous rules stay in force", e.message);
+                    let kept = Arc::new(Rules {
+                        generation: policy.generation,
+                        set: rules.set.clone(),
+                        unknown: rules.unknown.clone(),
+                        about: rules.about.clone(),
+                        catalog: rules.catalog.clone(),
+                    });
+                    *slot = Some(kept.clone());
+                    return Ok(kept);
+                }
+            }
         }
         let rules = Arc::new(self.load_rules(None).await?);
         *slot = Some(rules.clone());
         Ok(rules)
+    }
+
+    /// The rules `rules` over its own catalog under another policy.
+    async fn rebuild(&self, rules: &Rules, policy: &PolicyText) -> Result<Rules, ErrorData> {
+        let set = self.load_set(policy.text.clone(), rules.catalog.clone()).await?;
+        Ok(Rules {
+            set,
+            unknown: rules.unknown.clone(),
+            about: rules.about.clone(),
+            catalog: rules.catalog.clone(),
+            generation: policy.generation,
+        })
+    }
+
+    /// Loads a rule set off the async threads.
+    async fn load_set(&self, policy: Option<String>, catalog: Arc<str>) -> Result<Arc<RuleSet>, ErrorData> {
+        let engine = self.config.engine.clone();
+        tokio::task::spawn_blocking(move || engine.load(policy.as_deref(), &catalog).map(Arc::new))
+            .await
+            .map_err(|e| internal(format!("toolgate proxy: loading the rules failed: {e}"), "PROXY_ERROR"))?
+            .map_err(|e| {
+                internal(
+                    format!("toolgate proxy: the upstream's catalog could not be loaded ({e}); no call is allowed"),
+                    "CATALOG_REJECTED",
+                )
+            })
     }
 
     /// Re-reads the catalog (after `notifications/tools/list_changed`). On
@@ -423,24 +577,21 @@ impl SessionState {
                 )
             })
             .collect();
-        let catalog = json!({ "tools": tools });
-        let engine = self.config.engine.clone();
-        let policy = self.config.policy.clone();
-        let text = catalog.to_string();
-        let set = tokio::task::spawn_blocking(move || engine.load(policy.as_deref(), &text))
-            .await
-            .map_err(|e| internal(format!("toolgate proxy: loading the rules failed: {e}"), "PROXY_ERROR"))?
-            .map_err(|e| {
-                internal(
-                    format!("toolgate proxy: the upstream's catalog could not be loaded ({e}); no call is allowed"),
-                    "CATALOG_REJECTED",
-                )
-            })?;
+        let catalog: Arc<str> = json!({ "tools": tools }).to_string().into();
+        let policy = self.config.policy.current();
+        let set = self.load_set(policy.text.clone(), catalog.clone()).await?;
         let unknown = match unknown {
             Some(u) => u,
             None => Arc::new(self.probe_unknown(up, &names).await),
         };
-        Ok(Rules { set, unknown, about })
+        self.config.metrics.set_ready();
+        Ok(Rules {
+            set,
+            unknown,
+            about,
+            catalog,
+            generation: policy.generation,
+        })
     }
 
     /// Learns how the upstream answers a call to a tool it does not have.
@@ -544,9 +695,10 @@ impl SessionState {
         let up = self.upstream()?;
         let method = request.method().to_owned();
         *request.extensions_mut() = Extensions::default();
-        request.get_meta_mut().extend(ctx.meta.clone());
+        request.get_meta_mut().extend(end_to_end_meta(&ctx.meta).into());
         let client_token = ctx.meta.get_progress_token();
         let options = PeerRequestOptions::with_timeout(self.config.timeout).reset_timeout_on_progress();
+        let started = std::time::Instant::now();
         let handle = match up.peer.send_cancellable_request(request, options).await {
             Ok(handle) => handle,
             Err(e) => return Err(self.upstream_error(e, &method).await),
@@ -564,6 +716,7 @@ impl SessionState {
             }
         };
         self.progress_map().remove(&upstream_token);
+        self.config.metrics.upstream_answered_in(&method, started.elapsed());
         match result {
             Ok(mut r) => {
                 stamp_complete(&mut r);
@@ -614,7 +767,9 @@ impl SessionState {
     async fn notify_upstream(&self, mut notification: ClientNotification, context: NotificationContext<RoleServer>) {
         if let Ok(up) = self.upstream() {
             *notification.extensions_mut() = Extensions::default();
-            notification.get_meta_mut().extend(context.meta);
+            notification
+                .get_meta_mut()
+                .extend(end_to_end_meta(&context.meta).into());
             let _ = up.peer.send_notification(notification).await;
         }
     }
@@ -629,9 +784,15 @@ impl SessionState {
         }
     }
 
-    async fn list_tools(&self) -> Result<ServerResult, ErrorData> {
+    async fn list_tools(&self, caller: &Caller) -> Result<ServerResult, ErrorData> {
         let rules = self.rules().await?;
-        let listed = rules.set.list_exposable(&self.config.context).map_err(|e| {
+        let listed = if self.config.shadow {
+            // Shadow mode changes nothing the client sees.
+            Ok(rules.catalog.to_string())
+        } else {
+            rules.set.list_exposable(&caller.context)
+        };
+        let listed = listed.map_err(|e| {
             internal(
                 format!("toolgate proxy: the policy engine failed to list tools: {e}"),
                 "ENGINE_ERROR",
@@ -650,7 +811,8 @@ impl SessionState {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
         let rules = self.rules().await?;
-        let call = Call::new(&params, &rules, self);
+        let caller = self.config.caller(&ctx.extensions)?;
+        let call = Call::new(&params, &rules, self, &caller);
         if confirm::is_stateless(&ctx.meta) && (params.request_state.is_some() || params.input_responses.is_some()) {
             return self.sealed_retry(params, &rules, call, &ctx).await;
         }
@@ -661,10 +823,19 @@ impl SessionState {
         } else {
             Confirmation::None
         };
-        let outcome = rules
-            .set
-            .decide(call.json.as_bytes(), &self.config.context_json, unasked);
+        let started = std::time::Instant::now();
+        let outcome = rules.set.decide(call.json.as_bytes(), &caller.context_json, unasked);
+        self.config.metrics.decided_in(started.elapsed());
         let code = outcome.decision.code.as_deref();
+        if self.config.shadow {
+            // Decided and audited; forwarded as the client sent it.
+            if outcome.forward.is_some() {
+                call.record(None, None, None, "forwarded");
+            } else {
+                call.record_would_block(code);
+            }
+            return self.relay("tools/call", &params, &ctx).await;
+        }
         if outcome.forward.is_some() {
             let taken = outcome.decision.json.contains("\"confirmation_received\":true");
             call.record(None, taken.then_some("argument"), None, "forwarded");
@@ -686,10 +857,10 @@ impl SessionState {
                 return self.approval(params, &rules, &call, &outcome, &ctx, false).await;
             }
             let message = confirm::prompt(&call.name, params.arguments.as_ref());
-            let (result, id) =
-                self.config
-                    .sealing
-                    .input_required(&rules.set, &call.json, CALLER_UNAUTHENTICATED, &message)?;
+            let (result, id) = self
+                .config
+                .sealing
+                .input_required(&rules.set, &call.json, &caller.subject, &message)?;
             call.record(code, Some("mrtr"), Some(&id), "input_required");
             return Ok(ServerResult::InputRequiredResult(result));
         }
@@ -723,7 +894,7 @@ impl SessionState {
         }
         let confirmed = rules
             .set
-            .decide(call.json.as_bytes(), &self.config.context_json, Confirmation::Person);
+            .decide(call.json.as_bytes(), &caller.context_json, Confirmation::Person);
         if confirmed.forward.is_none() {
             call.record(confirmed.decision.code.as_deref(), Some("elicitation"), None, "blocked");
             return blocked(&confirmed);
@@ -744,7 +915,7 @@ impl SessionState {
         call: Call<'_>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        let context = &self.config.context_json;
+        let context = &call.caller.context_json;
         let invalid = |why: &str| {
             tracing::info!(tool = %call.name, why, "sealed confirmation refused");
             let outcome = rules.set.decide(call.json.as_bytes(), context, Confirmation::Invalid);
@@ -775,7 +946,7 @@ impl SessionState {
             context,
             Confirmation::Seal {
                 payload: &payload,
-                caller: CALLER_UNAUTHENTICATED,
+                caller: &call.caller.subject,
                 now_ms: now,
             },
         );
@@ -845,7 +1016,7 @@ impl SessionState {
             call.record(Some(STORE_UNAVAILABLE), Some("approval"), None, "blocked");
             blocked(&Outcome::fault(STORE_UNAVAILABLE))
         };
-        match approve::take_approved(ledger, digest, call.revision).await {
+        match approve::take_approved(ledger, digest, call.revision, &call.caller.subject).await {
             Ok(Some(id)) => return self.run_approved(params, rules, call, &id, digest, ctx).await,
             Ok(None) => {}
             Err(e) => return store_down(e),
@@ -865,7 +1036,7 @@ impl SessionState {
             title,
             description,
             arguments: params.arguments.clone().map_or(Value::Null, Value::Object),
-            caller: CALLER_UNAUTHENTICATED.to_owned(),
+            caller: call.caller.subject.clone(),
             surface: self.config.surface().to_owned(),
             expires_ms: now.saturating_add(ttl_ms),
             token_hash: String::new(),
@@ -935,7 +1106,7 @@ impl SessionState {
                 return linked();
             }
         }
-        match approve::take_approved(ledger, digest, call.revision).await {
+        match approve::take_approved(ledger, digest, call.revision, &call.caller.subject).await {
             Ok(Some(id)) => self.run_approved(params, rules, call, &id, digest, ctx).await,
             Ok(None) => linked(),
             Err(e) => store_down(e),
@@ -954,7 +1125,7 @@ impl SessionState {
     ) -> Result<ServerResult, ErrorData> {
         let confirmed = rules
             .set
-            .decide(call.json.as_bytes(), &self.config.context_json, Confirmation::Person);
+            .decide(call.json.as_bytes(), &call.caller.context_json, Confirmation::Person);
         if confirmed.forward.is_none() {
             call.record_approval(confirmed.decision.code.as_deref(), "consumed", id, digest, "blocked");
             return blocked(&confirmed);
@@ -981,9 +1152,6 @@ impl SessionState {
     }
 }
 
-/// The caller named in seals until the gateway authenticates callers.
-const CALLER_UNAUTHENTICATED: &str = "";
-
 /// One `tools/call` being decided: what its audit lines share.
 struct Call<'a> {
     name: String,
@@ -993,12 +1161,27 @@ struct Call<'a> {
     /// The arguments for audit lines, copied only when they keep them.
     arguments: Option<Value>,
     state: &'a SessionState,
+    caller: Arc<Caller>,
+    /// The name as the metrics label it: one from the catalog, or
+    /// `(unknown)` (a client cannot make up label values).
+    label: &'a str,
 }
 
 impl<'a> Call<'a> {
-    fn new(params: &CallToolRequestParams, rules: &'a Rules, state: &'a SessionState) -> Call<'a> {
+    fn new(
+        params: &CallToolRequestParams,
+        rules: &'a Rules,
+        state: &'a SessionState,
+        caller: &Arc<Caller>,
+    ) -> Call<'a> {
         let name = params.name.to_string();
+        let label = rules
+            .about
+            .get_key_value(&name)
+            .map_or(metrics::UNKNOWN_TOOL, |(known, _)| known.as_str());
         Call {
+            caller: caller.clone(),
+            label,
             json: call_json(&name, params.arguments.as_ref()),
             name,
             revision: rules.set.revision(),
@@ -1026,10 +1209,34 @@ impl<'a> Call<'a> {
             event: Some(event),
             outcome,
             arguments: self.arguments.as_ref(),
+            caller: &self.caller.subject,
+            would_block: false,
+        });
+    }
+
+    /// Shadow mode: the call the policy would have blocked with `code`,
+    /// forwarded.
+    fn record_would_block(&self, code: Option<&str>) {
+        self.state.config.metrics.decision(self.label, code);
+        self.state.audit(Record {
+            tool: &self.name,
+            code,
+            revision: self.revision,
+            surface: self.state.config.surface(),
+            confirmation: None,
+            seal: None,
+            approval: None,
+            digest: None,
+            event: None,
+            outcome: "forwarded",
+            arguments: self.arguments.as_ref(),
+            caller: &self.caller.subject,
+            would_block: true,
         });
     }
 
     fn record(&self, code: Option<&str>, confirmation: Option<&str>, seal: Option<&str>, outcome: &str) {
+        self.state.config.metrics.decision(self.label, code);
         self.state.audit(Record {
             tool: &self.name,
             code,
@@ -1042,6 +1249,8 @@ impl<'a> Call<'a> {
             event: None,
             outcome,
             arguments: self.arguments.as_ref(),
+            caller: &self.caller.subject,
+            would_block: false,
         });
     }
 }
@@ -1329,7 +1538,10 @@ impl ServerHandler for Gateway {
         _request: Option<rmcp::model::PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<rmcp::model::ListToolsResult, ErrorData>> + Send + '_ {
-        async move { typed(self.session(&_context.meta).await?.list_tools().await?) }
+        async move {
+            let caller = self.state.config.caller(&_context.extensions)?;
+            typed(self.session(&_context.meta).await?.list_tools(&caller).await?)
+        }
     }
 
     fn call_tool(
@@ -1475,4 +1687,24 @@ impl Service<RoleClient> for UpstreamHandler {
     fn get_info(&self) -> InitializeRequestParams {
         self.info.clone()
     }
+}
+
+/// The `_meta` entries that travel end to end. The 2026-07-28 envelope keys
+/// (`io.modelcontextprotocol/protocolVersion`, `clientCapabilities`,
+/// `clientInfo`, `logLevel`) describe the client's own connection to the
+/// gateway; the gateway's connection upstream has its own era, and a
+/// handshake-era server refuses a request that carries them (mcp 2.x answers
+/// -32600). Everything else (progress tokens, tracing, vendor keys) is kept.
+fn end_to_end_meta(meta: &rmcp::model::MetaObject) -> rmcp::model::MetaObject {
+    const PER_CONNECTION: [&str; 4] = [
+        "io.modelcontextprotocol/protocolVersion",
+        "io.modelcontextprotocol/clientCapabilities",
+        "io.modelcontextprotocol/clientInfo",
+        "io.modelcontextprotocol/logLevel",
+    ];
+    meta.iter()
+        .filter(|(key, _)| !PER_CONNECTION.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect::<Map<String, Value>>()
+        .into()
 }

@@ -63,7 +63,8 @@ async fn read_body(body: Body) -> Option<(Vec<u8>, usize)> {
     Some((kept, total))
 }
 
-fn json(status: StatusCode, value: &serde_json::Value) -> Response {
+/// A JSON response (axum's `json` feature is left off to keep the build lean).
+pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],

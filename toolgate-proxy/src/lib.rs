@@ -11,6 +11,7 @@
 
 pub mod approve;
 mod audit;
+pub mod auth;
 mod cli;
 pub mod codes;
 pub mod confirm;
@@ -21,7 +22,10 @@ pub mod gate;
 mod gateway;
 mod http;
 pub mod ledger;
+pub mod metrics;
 mod ordered;
+pub mod outbound;
+pub mod policy;
 pub mod seal;
 pub mod stdio;
 mod upstream;
@@ -29,4 +33,4 @@ mod upstream;
 pub use audit::Audit;
 pub use cli::{ProxyArgs, SurfaceArg, main_with, run};
 pub use error::ProxyError;
-pub use gateway::{Config, Connector, Gateway, UpstreamSpec};
+pub use gateway::{Config, Connector, Gateway, HttpUpstream, UpstreamSpec};

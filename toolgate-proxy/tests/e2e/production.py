@@ -732,7 +732,7 @@ async def inbound_auth(auth_server):
                 and isinstance(body.get("error_description"), str),
                 (r.status_code, r.headers.get("www-authenticate"), r.text[:200]),
             )
-        for scheme_label, header in [("Basic scheme", "Basic YWxpY2U6c2VjcmV0"), ("empty Bearer", "Bearer ")]:
+        for scheme_label, header in [("Basic scheme", "Basic YWxpY2U6c2VjcmV0"), ("empty Bearer", "Bearer")]:
             name = f"probe-{scheme_label.replace(' ', '-')}"
             probes[name] = scheme_label
             r = await post_call(http, gw.url, "read_note", {"name": name}, raw_auth=header)
@@ -1144,6 +1144,15 @@ tool_policies:
 WATCH_V3 = WATCH_V1 + "  write_note:\n    operation_type: transactional\n"
 
 
+def hidden_like(result, absent, name):
+    """`result` is the answer `absent` (a call to `no_such_tool`) with `name` in its place."""
+
+    def text(r):
+        return [getattr(c, "text", None) for c in r.content]
+
+    return text(result) == [t.replace("no_such_tool", name) if t else t for t in text(absent)]
+
+
 async def watch():
     (TMP / "watch").mkdir()
     policy = TMP / "watch" / "policy.yaml"
@@ -1170,7 +1179,14 @@ async def watch():
         await asyncio.sleep(1.0)
         r = await c.call_tool("read_note", {"name": "w2"})
         line2 = last_line("read_note")
-        check("--watch: the edit (read_note held) decides the next call: NOT_FOUND", blocked_code(r) == "NOT_FOUND", r)
+        # A held tool is hidden: its call gets the upstream's own answer for a
+        # tool it does not have (the gateway replays it), nothing toolgate-shaped.
+        absent = await c.call_tool("no_such_tool", {})
+        check(
+            "--watch: the edit (read_note held) decides the next call: answered as an absent tool",
+            r.is_error and absent.is_error and hidden_like(r, absent, "read_note"),
+            (r, absent),
+        )
         check("...not run", not ran(log, "read_note", name="w2"))
         rev2 = line2.get("policy_revision")
         check(
@@ -1192,7 +1208,11 @@ async def watch():
             new[-800:],
         )
         r = await c.call_tool("read_note", {"name": "w3"})
-        check("...the previous (v2) rules stay: read_note still NOT_FOUND", blocked_code(r) == "NOT_FOUND", r)
+        check(
+            "...the previous (v2) rules stay: read_note still hidden",
+            r.is_error and hidden_like(r, absent, "read_note"),
+            r,
+        )
         check("...same revision as v2", last_line("read_note").get("policy_revision") == rev2, last_line("read_note"))
         check("...the gateway is still up", gw.proc.poll() is None, gw.proc.returncode)
 

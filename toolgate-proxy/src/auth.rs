@@ -1,0 +1,529 @@
+//! Who is calling: the gateway as an OAuth 2.1 resource server (MCP
+//! authorization). A bearer token is checked here, before the MCP session
+//! sees the request; its scopes become that caller's decision context and
+//! its subject goes into audit lines and confirmation seals.
+//!
+//! Tokens are checked by `jsonwebtoken`: only asymmetric algorithms (a key
+//! published in a JWKS can never be used as an HMAC secret, and `none` does
+//! not parse), the key's own `alg`/`crv`/`use` must agree with the token's
+//! header, and `iss`, `aud` and `exp` are required, `nbf` honoured, with a
+//! small clock-skew allowance.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolgate::Context;
+
+/// Seconds of clock difference allowed between the issuer and the gateway.
+const LEEWAY_SECS: u64 = 60;
+/// A token naming a key the gateway does not have makes it fetch the JWKS
+/// again, at most this often (a stream of made-up `kid`s cannot turn the
+/// gateway into a load generator against the identity provider).
+const REFETCH_INTERVAL: Duration = Duration::from_secs(10);
+/// Signature algorithms accepted: asymmetric only.
+const ALGORITHMS: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// Where the issuer's public keys come from.
+#[derive(Debug, Clone)]
+pub enum JwksSource {
+    File(PathBuf),
+    Url(String),
+}
+
+impl JwksSource {
+    pub fn parse(text: &str) -> JwksSource {
+        if text.starts_with("https://") || text.starts_with("http://") {
+            JwksSource::Url(text.to_owned())
+        } else {
+            JwksSource::File(PathBuf::from(text))
+        }
+    }
+}
+
+/// The authenticated caller of one request.
+#[derive(Debug)]
+pub struct Caller {
+    /// The token's `sub`; empty when the gateway does not authenticate.
+    pub subject: String,
+    pub context: Context,
+    /// `context` as the JSON the engine reads.
+    pub context_json: String,
+}
+
+impl Caller {
+    pub fn new(subject: String, context: Context) -> Caller {
+        Caller {
+            context_json: context.to_json(),
+            subject,
+            context,
+        }
+    }
+}
+
+/// Why a request was not let in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No bearer token: 401 without an error code (RFC 6750 §3.1).
+    Missing,
+    /// A token that does not check out: 401 `invalid_token`.
+    Invalid(String),
+    /// A good token without a scope every request needs: 403.
+    InsufficientScope,
+}
+
+#[derive(Debug)]
+struct Keys {
+    set: JwkSet,
+    fetched: Option<Instant>,
+}
+
+/// The resource server's settings and its JWKS cache.
+#[derive(Debug)]
+pub struct Authenticator {
+    issuer: String,
+    audience: String,
+    source: JwksSource,
+    client: reqwest::Client,
+    keys: tokio::sync::RwLock<Keys>,
+    /// Serializes refetches, so concurrent unknown-`kid` requests fetch once.
+    refetch: tokio::sync::Mutex<()>,
+    /// Scopes every request needs (`--require-scope`).
+    pub required_scopes: Vec<String>,
+    /// The protected resource's identifier (`--resource`).
+    pub resource: String,
+    /// Where the protected-resource metadata is served.
+    pub metadata_url: String,
+    /// The decision context every caller starts from (surface, allowlist).
+    base: Context,
+    /// Tokens already checked, until they expire: a client sends the same
+    /// token on every request of a session, and checking a signature costs
+    /// 100-200 µs. Emptied whenever the JWKS is fetched again (a key the
+    /// issuer withdrew stops vouching for tokens at once).
+    verified: std::sync::Mutex<HashMap<String, Verified>>,
+}
+
+#[derive(Debug)]
+struct Verified {
+    caller: Arc<Caller>,
+    /// The token's `exp` (Unix seconds), without the leeway.
+    expires: u64,
+}
+
+/// Tokens kept in the cache at most; past it, expired entries go, then all.
+const VERIFIED_CAPACITY: usize = 4096;
+
+#[derive(Deserialize)]
+struct Claims {
+    /// Required and checked by the validation; kept to bound the cache.
+    exp: u64,
+    #[serde(default)]
+    sub: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    scp: Option<Scp>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scp {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// The settings `Authenticator::new` needs.
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    pub issuer: String,
+    pub audience: String,
+    pub source: JwksSource,
+    pub required_scopes: Vec<String>,
+    pub resource: String,
+    pub metadata_url: String,
+    pub base: Context,
+}
+
+impl Authenticator {
+    /// Loads the JWKS once now: a gateway that cannot check tokens does not
+    /// start.
+    pub async fn new(settings: AuthSettings, client: reqwest::Client) -> Result<Authenticator, String> {
+        let set = fetch(&settings.source, &client).await?;
+        Ok(Authenticator {
+            issuer: settings.issuer,
+            audience: settings.audience,
+            source: settings.source,
+            client,
+            keys: tokio::sync::RwLock::new(Keys {
+                set,
+                fetched: Some(Instant::now()),
+            }),
+            refetch: tokio::sync::Mutex::new(()),
+            required_scopes: settings.required_scopes,
+            resource: settings.resource,
+            metadata_url: settings.metadata_url,
+            base: settings.base,
+            verified: std::sync::Mutex::default(),
+        })
+    }
+
+    /// The caller an `Authorization` header names, or why not.
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, Refusal> {
+        let token = bearer(authorization)?;
+        let now = unix_now();
+        if let Some(caller) = self.already_verified(token, now) {
+            return Ok(caller);
+        }
+        let header = jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("unreadable token: {e}")))?;
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(invalid(format!("algorithm {:?} is not accepted", header.alg)));
+        }
+        let key = match self.key_for(header.kid.as_deref(), header.alg).await {
+            Some(key) => key,
+            None => {
+                self.refetch_if_due().await;
+                self.key_for(header.kid.as_deref(), header.alg)
+                    .await
+                    .ok_or_else(|| invalid("no key of the issuer matches the token's kid and algorithm".into()))?
+            }
+        };
+        let claims = self.check(token, header.alg, &key)?;
+        let expires = claims.exp;
+        let subject = claims
+            .sub
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("the token names no subject (sub)".into()))?;
+        let scopes = granted_scopes(claims.scope, claims.scp);
+        if !self.required_scopes.iter().all(|s| scopes.contains(s)) {
+            return Err(Refusal::InsufficientScope);
+        }
+        let context = Context {
+            scopes: Some(scopes),
+            ..self.base.clone()
+        };
+        let caller = Arc::new(Caller::new(subject, context));
+        self.remember(token, &caller, expires, now);
+        Ok(caller)
+    }
+
+    fn verified(&self) -> std::sync::MutexGuard<'_, HashMap<String, Verified>> {
+        self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A token checked before that has not expired since. Only a token that
+    /// passed every check is here, so only `exp` can have changed its fate
+    /// (`nbf` was already past when it was checked).
+    fn already_verified(&self, token: &str, now: u64) -> Option<Arc<Caller>> {
+        let cache = self.verified();
+        let entry = cache.get(token)?;
+        (now < entry.expires).then(|| entry.caller.clone())
+    }
+
+    fn remember(&self, token: &str, caller: &Arc<Caller>, expires: u64, now: u64) {
+        // Inside the leeway: accepted now, but not cached, so it is checked
+        // again (and refused once the leeway is over).
+        if now >= expires {
+            return;
+        }
+        let mut cache = self.verified();
+        if cache.len() >= VERIFIED_CAPACITY {
+            cache.retain(|_, entry| now < entry.expires);
+            if cache.len() >= VERIFIED_CAPACITY {
+                cache.clear();
+            }
+        }
+        cache.insert(
+            token.to_owned(),
+            Verified {
+                caller: caller.clone(),
+                expires,
+            },
+        );
+    }
+
+    /// Checks the signature and the registered claims; the claims if good.
+    fn check(&self, token: &str, alg: Algorithm, key: &DecodingKey) -> Result<Claims, Refusal> {
+        let mut validation = Validation::new(alg);
+        validation.algorithms = vec![alg];
+        validation.leeway = LEEWAY_SECS;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        jsonwebtoken::decode::<Claims>(token, key, &validation)
+            .map(|data| data.claims)
+            .map_err(|e| invalid(format!("the token was refused: {e}")))
+    }
+
+    async fn key_for(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+        let keys = self.keys.read().await;
+        let usable = |jwk: &&Jwk| fits(jwk, alg);
+        let jwk = match kid {
+            Some(kid) => keys
+                .set
+                .keys
+                .iter()
+                .filter(usable)
+                .find(|k| k.common.key_id.as_deref() == Some(kid)),
+            // No kid: only an unambiguous key will do.
+            None => {
+                let mut candidates = keys.set.keys.iter().filter(usable);
+                match (candidates.next(), candidates.next()) {
+                    (Some(only), None) => Some(only),
+                    _ => None,
+                }
+            }
+        }?;
+        DecodingKey::from_jwk(jwk).ok()
+    }
+
+    async fn refetch_if_due(&self) {
+        let _one_at_a_time = self.refetch.lock().await;
+        let due = self
+            .keys
+            .read()
+            .await
+            .fetched
+            .is_none_or(|at| at.elapsed() >= REFETCH_INTERVAL);
+        if !due {
+            return;
+        }
+        let fetched = fetch(&self.source, &self.client).await;
+        let mut keys = self.keys.write().await;
+        keys.fetched = Some(Instant::now());
+        match fetched {
+            Ok(set) => {
+                keys.set = set;
+                self.verified().clear();
+            }
+            // The keys in hand stay; a token naming a new key waits for the
+            // next successful fetch.
+            Err(e) => tracing::warn!(error = %e, "refreshing the JWKS failed; keeping the keys in hand"),
+        }
+    }
+
+    /// The protected-resource metadata document (RFC 9728 §2).
+    pub fn metadata(&self) -> serde_json::Value {
+        let mut doc = json!({
+            "resource": self.resource,
+            "authorization_servers": [self.issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "toolgate gateway",
+        });
+        if !self.required_scopes.is_empty()
+            && let Some(map) = doc.as_object_mut()
+        {
+            map.insert("scopes_supported".into(), json!(self.required_scopes));
+        }
+        doc
+    }
+
+    /// The refusal as the HTTP answer MCP authorization prescribes.
+    pub fn refuse(&self, refusal: &Refusal) -> Response {
+        let quoted = |s: &str| s.replace(['"', '\\'], "'");
+        let (status, challenge, body) = match refusal {
+            Refusal::Missing => (
+                StatusCode::UNAUTHORIZED,
+                format!("Bearer resource_metadata=\"{}\"", self.metadata_url),
+                json!({"error": "invalid_request", "error_description": "a bearer token is required"}),
+            ),
+            Refusal::Invalid(why) => (
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{}\"",
+                    quoted(why),
+                    self.metadata_url
+                ),
+                json!({"error": "invalid_token", "error_description": why}),
+            ),
+            Refusal::InsufficientScope => {
+                let scope = self.required_scopes.join(" ");
+                (
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+                        quoted(&scope),
+                        self.metadata_url
+                    ),
+                    json!({"error": "insufficient_scope", "error_description": format!("the token lacks a required scope: {scope}")}),
+                )
+            }
+        };
+        let mut response = crate::http::json(status, &body);
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+}
+
+fn invalid(why: String) -> Refusal {
+    Refusal::Invalid(why)
+}
+
+fn bearer(authorization: Option<&str>) -> Result<&str, Refusal> {
+    let value = authorization.ok_or(Refusal::Missing)?;
+    let (scheme, token) = value.split_once(' ').ok_or(Refusal::Missing)?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(Refusal::Missing);
+    }
+    Ok(token.trim())
+}
+
+/// `scope` (space-separated, RFC 8693/9068) and `scp` (a string or an array,
+/// as some providers write it), merged.
+fn granted_scopes(scope: Option<String>, scp: Option<Scp>) -> Vec<String> {
+    let mut scopes: Vec<String> = scope
+        .iter()
+        .flat_map(|s| s.split_whitespace())
+        .map(str::to_owned)
+        .collect();
+    match scp {
+        Some(Scp::One(s)) => scopes.extend(s.split_whitespace().map(str::to_owned)),
+        Some(Scp::Many(list)) => scopes.extend(list),
+        None => {}
+    }
+    scopes.sort();
+    scopes.dedup();
+    scopes
+}
+
+/// Whether a published key may verify a token signed with `alg`: the key's
+/// type fits the algorithm, and its own `alg`, `crv` and `use`, when it
+/// states them, agree.
+fn fits(jwk: &Jwk, alg: Algorithm) -> bool {
+    if matches!(&jwk.common.public_key_use, Some(u) if *u != PublicKeyUse::Signature) {
+        return false;
+    }
+    if let Some(stated) = jwk.common.key_algorithm
+        && key_algorithm(alg) != Some(stated)
+    {
+        return false;
+    }
+    match (&jwk.algorithm, alg) {
+        (AlgorithmParameters::RSA(_), Algorithm::RS256 | Algorithm::RS384 | Algorithm::RS512)
+        | (AlgorithmParameters::RSA(_), Algorithm::PS256 | Algorithm::PS384 | Algorithm::PS512) => true,
+        (AlgorithmParameters::EllipticCurve(ec), Algorithm::ES256) => ec.curve == EllipticCurve::P256,
+        (AlgorithmParameters::EllipticCurve(ec), Algorithm::ES384) => ec.curve == EllipticCurve::P384,
+        (AlgorithmParameters::OctetKeyPair(okp), Algorithm::EdDSA) => okp.curve == EllipticCurve::Ed25519,
+        _ => false,
+    }
+}
+
+fn key_algorithm(alg: Algorithm) -> Option<KeyAlgorithm> {
+    Some(match alg {
+        Algorithm::RS256 => KeyAlgorithm::RS256,
+        Algorithm::RS384 => KeyAlgorithm::RS384,
+        Algorithm::RS512 => KeyAlgorithm::RS512,
+        Algorithm::PS256 => KeyAlgorithm::PS256,
+        Algorithm::PS384 => KeyAlgorithm::PS384,
+        Algorithm::PS512 => KeyAlgorithm::PS512,
+        Algorithm::ES256 => KeyAlgorithm::ES256,
+        Algorithm::ES384 => KeyAlgorithm::ES384,
+        Algorithm::EdDSA => KeyAlgorithm::EdDSA,
+        _ => return None,
+    })
+}
+
+async fn fetch(source: &JwksSource, client: &reqwest::Client) -> Result<JwkSet, String> {
+    let text = match source {
+        JwksSource::File(path) => tokio::fs::read_to_string(path)
+            .await
+            .map_err(|e| format!("the JWKS {}: {e}", path.display()))?,
+        JwksSource::Url(url) => {
+            let response = client
+                .get(url)
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .map_err(|e| format!("the JWKS {url}: {}", crate::outbound::error_chain(&e)))?;
+            if !response.status().is_success() {
+                return Err(format!("the JWKS {url}: HTTP {}", response.status()));
+            }
+            response.text().await.map_err(|e| format!("the JWKS {url}: {e}"))?
+        }
+    };
+    serde_json::from_str(&text).map_err(|e| format!("the JWKS is not a JSON Web Key Set: {e}"))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The middleware in front of `/mcp`: no request reaches the MCP session
+/// without a caller.
+pub async fn require(State(auth): State<Arc<Authenticator>>, mut request: Request, next: Next) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match auth.authenticate(authorization).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refusal) => {
+            tracing::info!(?refusal, "request refused");
+            auth.refuse(&refusal)
+        }
+    }
+}
+
+/// `GET /.well-known/oauth-protected-resource[/mcp]`.
+pub async fn metadata(State(auth): State<Arc<Authenticator>>) -> Response {
+    crate::http::json(StatusCode::OK, &auth.metadata())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_merge_both_claims() {
+        let scopes = granted_scopes(Some("b a".into()), Some(Scp::Many(vec!["c".into(), "a".into()])));
+        assert_eq!(scopes, vec!["a", "b", "c"]);
+        assert!(granted_scopes(None, None).is_empty());
+    }
+
+    #[test]
+    fn only_bearer_tokens() {
+        assert_eq!(bearer(None), Err(Refusal::Missing));
+        assert_eq!(bearer(Some("Basic abc")), Err(Refusal::Missing));
+        assert_eq!(bearer(Some("Bearer  ")), Err(Refusal::Missing));
+        assert_eq!(bearer(Some("bearer x.y.z")), Ok("x.y.z"));
+    }
+
+    #[test]
+    fn a_key_fits_only_its_own_family() {
+        let rsa: Jwk = serde_json::from_value(json!({"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r"})).unwrap();
+        assert!(fits(&rsa, Algorithm::RS256));
+        assert!(!fits(&rsa, Algorithm::HS256));
+        assert!(!fits(&rsa, Algorithm::ES256));
+        let stated: Jwk = serde_json::from_value(json!({"kty":"RSA","n":"AQAB","e":"AQAB","alg":"RS512"})).unwrap();
+        assert!(!fits(&stated, Algorithm::RS256));
+        let enc: Jwk = serde_json::from_value(json!({"kty":"RSA","n":"AQAB","e":"AQAB","use":"enc"})).unwrap();
+        assert!(!fits(&enc, Algorithm::RS256));
+        let hmac: Jwk = serde_json::from_value(json!({"kty":"oct","k":"c2VjcmV0"})).unwrap();
+        assert!(!fits(&hmac, Algorithm::HS256));
+    }
+}

@@ -1,0 +1,301 @@
+//! The gateway's own per-request costs, in process, on the real component:
+//!
+//! - `auth ALG-first-sight|ALG-per-request NS DECIDE_NS RATIO`: accepting
+//!   a bearer token (`--auth jwt`) with the issuer's JWKS already in hand,
+//!   the first time (signature and claims checked) and on every later
+//!   request carrying it (the verified-token cache), against one plain
+//!   decision in the same run;
+//! - `gateway p50|p99 ADDED_NS`: what one `tools/call` through a gateway
+//!   session adds over the same call sent to the same in-process upstream
+//!   directly (the MCP client and server are rmcp on in-memory pipes, so the
+//!   difference is the gateway's own work: decode, decide, relay);
+//! - `instrumentation NS ADDED_NS RATIO`: what the gateway's metrics cost per
+//!   call, plus one JSON log line through the same `tracing` formatter the
+//!   gateway uses (an upper bound: the gateway logs no line per allowed call
+//!   at its default level), against the added median above.
+//!
+//! Run by `bench/run`: `toolgate-gateway-bench [--iterations N]`.
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer, ServiceExt};
+use serde_json::{Map, Value, json};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use toolgate::{Context, Surface};
+use toolgate_proxy::auth::{AuthSettings, Authenticator, JwksSource};
+use toolgate_proxy::confirm::Sealing;
+use toolgate_proxy::ledger::Ledger;
+use toolgate_proxy::metrics::Metrics;
+use toolgate_proxy::policy::Policy;
+use toolgate_proxy::seal::KeyRing;
+use toolgate_proxy::{Config, Connector, Gateway, UpstreamSpec};
+
+// Keys made for this benchmark only: they sign nothing anywhere else.
+const ES256_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg0aldBnuH25J6WS0F\nqv8PdRSX/dNf5iheFAI2LAZb9cmhRANCAAQRPGmqRTaKFLvIL1dNOnjxAzk1Fg5B\ny735l5RCH19p3U7oSgHLZTa/tOcCiyncp/szAJLAYiJs6pfXVIQL9FMy\n-----END PRIVATE KEY-----\n";
+const RS256_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQDLyQQo8VBmuirw\n5tlz6wXHnjiSLHsawoRbCHWsBK8cbr+gssIDlzv7eORoEhdQ7rZdFLAom2sglTxQ\nUzb3xg5Z6EXcmOVDneGrESJeoVoHjXc5KLYmrKwQtNzhCTiitOgzFsNCiCy7zbb0\n5rYFetx9cdPXaS4NOJASvobGyem/o8nnsQRgXi6+hCxPRM2Vk1FsLuAvjSbngF02\nTv/lj0DDesB9Tpwwot0I9CRg+mczAuCvxTaIziv88TlPTBJc8XNzelo3kzV6lakz\nVBQZadb8iEl6mDTYG00/ZORQNxyUPX4f5g1K6+0UT6I+XXjaL8J/wdOJvuFGArR5\n9I7fwJtTAgMBAAECggEALtezmZeytBJaGYru9DrTVsnTViJcX8/Trbs5lUN0XxRD\n/zPn7fxfANSOqC90ZZmhmK7POV5UVyaGuS4Ppg/EL715BZatqIfLnk9vd5IeSDsn\n6x8lE6nAWYzBcwb0Gk58S3YRhyMXKUpFonC/6W2O7lTybYMTX12fnHdoMpyqGu8p\nveOQTwLVJ/eOpuWvmOmXoRNuhKA3UF7rvmijY4VtiYL06IuDjVt2oyyROLswMzrv\niGXanW6X5x6S/2O571JlOGOGqe4FrLmRof2T0jzCKSXUlWOHRmWz+yaiMmGPnKRR\nPO5GCffjYAbWJTlkONzZqaY3JE0P8lKmX0LN/8y2YQKBgQDtdzfWJIWBQgBHiNO4\n5zfPkZSchtfecv22DzIBDakfaxml2iRzQrEIjkiUoOAMV9A8VcwO9rvTh2yT50Y1\nLWsjRr15A/gRpIUK54C4x9GCvX1Umyn0ZC4C06E6zBX3/7Edm/PbJ2cm5gmsqodd\nJWg3B3n5Rnu2A4Sl9t7vP5izYQKBgQDbsNTXN4CLyp9lUMOK087gRHi+KjQvB/5o\nJuT0PJSi8H00TmBgVK3dPK67i9uQkwpsFHrZdpKOeDZHNiJoYR1nCxYYXRE1rwsh\nv8cf4NdX0zOcGl79HfK9PZuV2rLuWaqv57/Pc+zR8Re+Bj6/SD16285EWFBglmwQ\nzsVbvjA/MwKBgQC7VDUkJaN8GIkH5ZTAZQbOJFZMNMPOpIApQ0t7MT+dnWuaPsBK\nfO4ThcsUFOUqV4vaTQSxOUtqz4aEFwp3oODH72JBOTRVFqgttfsBygApVzqrp8wt\nE2qIqFKkg6NBBODALursk+T39rjjEZO/k2bnImrCjyvApn3aPyoXKuBXgQKBgAgb\n389N0iXWxclkkMMoDEPE4zwJrMFrpx1LCjplngrhm415sx77ISvAWKa9g84zTzgs\nDVjHgqNVlpNMUTrPEtnB0//0N3Vmz59gR8ZKc0hfmFETvBvVpicMBhki6GXZ024I\nvNC4c65QGtM9wcUnsnU9dcCaDeVyx+xa5Xf8biV3AoGBAJ3S7O7DKbG9WVwd5Qqo\nwEiHK+qXixzUtSbTO+W0W2+UN4LTJaGGoZmxnJri9cdP9lBagTDElGxwbCNwiyXB\nRpj7TyQpI0VFSpNLuY4UJTNAnycnjejArRBQhlphrkt07JX7Cdfe7w3glKUgSCEQ\nhhmbbGixw0eliBlHPgUe90Qh\n-----END PRIVATE KEY-----\n";
+const JWKS: &str = r#"{"keys": [{"kty": "EC", "crv": "P-256", "x": "ETxpqkU2ihS7yC9XTTp48QM5NRYOQcu9-ZeUQh9fad0", "y": "TuhKActlNr-05wKLKdyn-zMAksBiImzql9dUhAv0UzI", "kid": "bench-es256", "alg": "ES256", "use": "sig"}, {"kty": "RSA", "n": "y8kEKPFQZroq8ObZc-sFx544kix7GsKEWwh1rASvHG6_oLLCA5c7-3jkaBIXUO62XRSwKJtrIJU8UFM298YOWehF3JjlQ53hqxEiXqFaB413OSi2JqysELTc4Qk4orToMxbDQogsu8229Oa2BXrcfXHT12kuDTiQEr6Gxsnpv6PJ57EEYF4uvoQsT0TNlZNRbC7gL40m54BdNk7_5Y9Aw3rAfU6cMKLdCPQkYPpnMwLgr8U2iM4r_PE5T0wSXPFzc3paN5M1epWpM1QUGWnW_IhJepg02BtNP2TkUDcclD1-H-YNSuvtFE-iPl142i_Cf8HTib7hRgK0efSO38CbUw", "e": "AQAB", "kid": "bench-rs256", "alg": "RS256", "use": "sig"}]}"#;
+
+const POLICY: &str = "version: 1\ndefaults:\n  operation_type: read_only\n  require_confirmation: false\n";
+const ISSUER: &str = "https://issuer.bench.invalid";
+const AUDIENCE: &str = "https://gateway.bench.invalid/mcp";
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    let iterations: u64 = args
+        .iter()
+        .position(|a| a == "--iterations")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5_000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let engine = toolgate::Engine::cached().map_err(|e| e.to_string())?;
+    let decide_ns = one_decision(&engine, iterations)?;
+    runtime.block_on(token_validation(iterations, decide_ns))?;
+    let added = runtime.block_on(added_latency(engine, iterations))?;
+    instrumentation(iterations, added)?;
+    Ok(())
+}
+
+/// The peer of the `auth` lines: one plain decision on the engine.
+fn one_decision(engine: &toolgate::Engine, iterations: u64) -> Result<f64, String> {
+    let catalog = r#"{"tools":[{"name":"read","inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}}]}"#;
+    let rules = engine.load(Some(POLICY), catalog).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    for i in 0..iterations {
+        let call = format!(r#"{{"name":"read","arguments":{{"q":"{i}"}}}}"#);
+        if rules
+            .decide(call.as_bytes(), "{}", toolgate::Confirmation::None)
+            .forward
+            .is_none()
+        {
+            return Err("the plain decision denied".into());
+        }
+    }
+    Ok(per(started, iterations))
+}
+
+async fn token_validation(iterations: u64, decide_ns: f64) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("toolgate-gateway-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let jwks = dir.join("jwks.json");
+    std::fs::write(&jwks, JWKS).map_err(|e| e.to_string())?;
+    let settings = AuthSettings {
+        issuer: ISSUER.into(),
+        audience: AUDIENCE.into(),
+        source: JwksSource::File(jwks),
+        required_scopes: vec![],
+        resource: AUDIENCE.into(),
+        metadata_url: format!("{AUDIENCE}/.well-known/oauth-protected-resource"),
+        base: Context::from_flags(Surface::Confirming, Some("user"), None),
+    };
+    let client = toolgate_proxy::outbound::client(None).map_err(|e| e.to_string())?;
+    let auth = Authenticator::new(settings, client).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs();
+    let claims = json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "bench", "exp": now + 3600, "nbf": now - 5, "scope": "read write"});
+    for (alg, kid, key) in [
+        (
+            jsonwebtoken::Algorithm::ES256,
+            "bench-es256",
+            jsonwebtoken::EncodingKey::from_ec_pem(ES256_KEY.as_bytes()),
+        ),
+        (
+            jsonwebtoken::Algorithm::RS256,
+            "bench-rs256",
+            jsonwebtoken::EncodingKey::from_rsa_pem(RS256_KEY.as_bytes()),
+        ),
+    ] {
+        let key = key.map_err(|e| e.to_string())?;
+        let mut header = jsonwebtoken::Header::new(alg);
+        header.kid = Some(kid.into());
+        // First sight: a token never seen before, so its signature and
+        // claims are checked (distinct `jti`s defeat the verified cache).
+        let fresh = iterations.min(500);
+        let tokens = (0..fresh)
+            .map(|i| {
+                let mut claims = claims.clone();
+                if let Some(object) = claims.as_object_mut() {
+                    object.insert("jti".into(), json!(i));
+                }
+                jsonwebtoken::encode(&header, &claims, &key).map(|t| format!("Bearer {t}"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        for authorization in &tokens {
+            let caller = auth
+                .authenticate(Some(authorization))
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+            if caller.subject != "bench" {
+                return Err("the token named another subject".into());
+            }
+        }
+        let ns = per(started, fresh);
+        println!("auth {alg:?}-first-sight {ns:.0} {decide_ns:.0} {:.2}", ns / decide_ns);
+        // Every later request of the session: the same token again.
+        let authorization = tokens.first().ok_or("no token")?;
+        let started = Instant::now();
+        for _ in 0..iterations {
+            let caller = auth
+                .authenticate(Some(authorization))
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+            if caller.subject != "bench" {
+                return Err("the token named another subject".into());
+            }
+        }
+        let ns = per(started, iterations);
+        println!("auth {alg:?}-per-request {ns:.0} {decide_ns:.0} {:.2}", ns / decide_ns);
+    }
+    Ok(())
+}
+
+/// An upstream with one tool that answers at once.
+#[derive(Clone)]
+struct Upstream;
+
+#[allow(clippy::manual_async_fn, reason = "the trait asks for `impl Future + Send`")]
+impl rmcp::ServerHandler for Upstream {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + Send + '_ {
+        async move {
+            let tool: Tool = serde_json::from_value(json!({
+                "name": "read",
+                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+                "annotations": {"readOnlyHint": true},
+            }))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            Ok(ListToolsResult::with_all_items(vec![tool]))
+        }
+    }
+
+    fn call_tool(
+        &self,
+        _request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + '_ {
+        async move {
+            Ok(CallToolResponse::Complete(CallToolResult::success(vec![
+                ContentBlock::text("ok"),
+            ])))
+        }
+    }
+}
+
+fn pipe_to_upstream() -> tokio::io::DuplexStream {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        if let Ok(running) = Upstream.serve(theirs).await {
+            let _ = running.waiting().await;
+        }
+    });
+    ours
+}
+
+/// Median and 99th percentile of `iterations` sequential calls on `pipe`.
+async fn call_times(pipe: tokio::io::DuplexStream, iterations: u64) -> Result<(f64, f64), String> {
+    let client = ().serve(pipe).await.map_err(|e| e.to_string())?;
+    let mut arguments = Map::new();
+    arguments.insert("q".into(), Value::String("x".into()));
+    let call = CallToolRequestParams::new("read").with_arguments(arguments);
+    for _ in 0..200 {
+        client.call_tool(call.clone()).await.map_err(|e| e.to_string())?;
+    }
+    let mut times = Vec::with_capacity(usize::try_from(iterations).unwrap_or(0));
+    for _ in 0..iterations {
+        let started = Instant::now();
+        let result = client.call_tool(call.clone()).await.map_err(|e| e.to_string())?;
+        times.push(started.elapsed().as_nanos() as f64);
+        if result.is_error == Some(true) {
+            return Err(format!("the call was refused: {result:?}"));
+        }
+    }
+    let _ = client.cancel().await;
+    times.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        times
+            .get(((times.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    Ok((at(0.5), at(0.99)))
+}
+
+async fn added_latency(engine: toolgate::Engine, iterations: u64) -> Result<f64, String> {
+    let (direct_p50, direct_p99) = call_times(pipe_to_upstream(), iterations).await?;
+    let sealing = Sealing {
+        keys: KeyRing::ephemeral().map_err(|e| e.to_string())?,
+        ledger: Ledger::memory(),
+        ttl: Duration::from_secs(60),
+    };
+    let policy = Arc::new(Policy::fixed(Some(POLICY.to_owned())));
+    let upstream = UpstreamSpec::InProcess(Connector(Arc::new(pipe_to_upstream)));
+    let config = Arc::new(Config::new(engine, policy, upstream, sealing));
+    let (client_side, gateway_side) = tokio::io::duplex(1 << 20);
+    let gateway = Gateway::new(config);
+    tokio::spawn(async move {
+        if let Ok(running) = gateway.serve(gateway_side).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (through_p50, through_p99) = call_times(client_side, iterations).await?;
+    let added_p50 = through_p50 - direct_p50;
+    println!("gateway p50 {added_p50:.0} (through {through_p50:.0}, direct {direct_p50:.0})");
+    println!(
+        "gateway p99 {:.0} (through {through_p99:.0}, direct {direct_p99:.0})",
+        through_p99 - direct_p99
+    );
+    Ok(added_p50)
+}
+
+/// What the gateway records for one allowed call, plus one JSON log line.
+fn instrumentation(iterations: u64, added_ns: f64) -> Result<(), String> {
+    let metrics = Metrics::new();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::sink)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let started = tracing::subscriber::with_default(subscriber, || {
+        let started = Instant::now();
+        for i in 0..iterations {
+            metrics.decision("read", None);
+            metrics.decided_in(Duration::from_nanos(2_000 + i % 7));
+            metrics.upstream_answered_in("tools/call", Duration::from_micros(100 + i % 7));
+            tracing::info!(tool = "read", code = "ALLOW", "decided");
+        }
+        started
+    });
+    let ns = per(started, iterations);
+    if !metrics
+        .render()
+        .contains("toolgate_decisions_total{tool=\"read\",code=\"ALLOW\"}")
+    {
+        return Err("the decisions counter was not recorded".into());
+    }
+    println!("instrumentation {ns:.0} {added_ns:.0} {:.3}", ns / added_ns.max(1.0));
+    Ok(())
+}
+
+fn per(started: Instant, iterations: u64) -> f64 {
+    started.elapsed().as_nanos() as f64 / iterations.max(1) as f64
+}

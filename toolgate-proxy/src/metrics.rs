@@ -1,0 +1,220 @@
+//! What the gateway reports: Prometheus metrics (`--metrics ADDR`),
+//! `/healthz` (the process serves) and `/readyz` (an upstream catalog is
+//! loaded, so calls can be decided).
+//!
+//! Label values are bounded: a tool label is a name from the upstream's
+//! catalog or `(unknown)`, never a name a client made up, and a code label
+//! is one of the engine's or the gateway's codes.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub tool: String,
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    pub method: String,
+}
+
+/// Every metric the gateway keeps, and its readiness.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    decisions: Family<DecisionLabels, Counter>,
+    decision_seconds: Histogram,
+    upstream_seconds: Family<MethodLabels, Histogram>,
+    upstream_starts: Counter,
+    reloads: Family<ResultLabels, Counter>,
+    ready: AtomicBool,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+/// The label an allowed call's decision is counted under.
+pub const ALLOWED: &str = "ALLOW";
+/// The tool label of a name the upstream's catalog does not have.
+pub const UNKNOWN_TOOL: &str = "(unknown)";
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("toolgate");
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "decisions",
+            "tools/call decisions, by tool and code (ALLOW when allowed)",
+            decisions.clone(),
+        );
+        // 1 µs to ~16 s.
+        let decision_seconds = Histogram::new(exponential_buckets(1e-6, 4.0, 13));
+        registry.register(
+            "decision_duration_seconds",
+            "time the policy engine took to decide one tools/call",
+            decision_seconds.clone(),
+        );
+        let upstream_seconds = Family::<MethodLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(1e-4, 4.0, 10))
+        });
+        registry.register(
+            "upstream_duration_seconds",
+            "time the upstream server took to answer a relayed request",
+            upstream_seconds.clone(),
+        );
+        let upstream_starts = Counter::default();
+        registry.register(
+            "upstream_starts",
+            "upstream sessions opened (a child started, or an HTTP session)",
+            upstream_starts.clone(),
+        );
+        let reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "policy_reloads",
+            "policy file reloads under --watch, by result (ok or error)",
+            reloads.clone(),
+        );
+        Metrics {
+            registry,
+            decisions,
+            decision_seconds,
+            upstream_seconds,
+            upstream_starts,
+            reloads,
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    pub fn decision(&self, tool: &str, code: Option<&str>) {
+        self.decisions
+            .get_or_create(&DecisionLabels {
+                tool: tool.to_owned(),
+                code: code.unwrap_or(ALLOWED).to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn decided_in(&self, took: Duration) {
+        self.decision_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn upstream_answered_in(&self, method: &str, took: Duration) {
+        self.upstream_seconds
+            .get_or_create(&MethodLabels {
+                method: method.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn upstream_started(&self) {
+        self.upstream_starts.inc();
+    }
+
+    pub fn reloaded(&self, ok: bool) {
+        self.reloads
+            .get_or_create(&ResultLabels {
+                result: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// An upstream catalog was loaded: calls can be decided.
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// `/metrics`, `/healthz` and `/readyz`.
+pub fn router(metrics: Arc<Metrics>) -> axum::Router {
+    axum::Router::new()
+        .route("/metrics", axum::routing::get(scrape))
+        .with_state(metrics.clone())
+        .merge(health_router(metrics))
+}
+
+/// `/healthz` and `/readyz` alone (also served on `--listen`).
+pub fn health_router(metrics: Arc<Metrics>) -> axum::Router {
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/readyz", axum::routing::get(readyz))
+        .with_state(metrics)
+}
+
+async fn scrape(State(metrics): State<Arc<Metrics>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.render(),
+    )
+        .into_response()
+}
+
+async fn readyz(State(metrics): State<Arc<Metrics>>) -> Response {
+    if metrics.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the upstream catalog is not loaded yet\n",
+        )
+            .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_tool_and_code() {
+        let m = Metrics::new();
+        m.decision("read", None);
+        m.decision("read", None);
+        m.decision("write", Some("CONFIRMATION_REQUIRED"));
+        let text = m.render();
+        assert!(
+            text.contains(r#"toolgate_decisions_total{tool="read",code="ALLOW"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"toolgate_decisions_total{tool="write",code="CONFIRMATION_REQUIRED"} 1"#),
+            "{text}"
+        );
+        assert!(!m.is_ready());
+        m.set_ready();
+        assert!(m.is_ready());
+    }
+}

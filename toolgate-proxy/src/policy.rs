@@ -1,0 +1,119 @@
+//! The policy file, and `--watch`: the file is re-read when it changes. A
+//! version that loads replaces the rules for every call decided from then
+//! on (a call already being decided keeps the rules it started with); one
+//! that does not load is reported once, at its line and column, and the
+//! rules in force stay.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use toolgate::Engine;
+
+use crate::metrics::Metrics;
+
+/// How often `--watch` looks at the file. Polling works the same on every
+/// platform and file system (network mounts, container volumes, editors
+/// that replace the file), which change notifications do not.
+const POLL: Duration = Duration::from_millis(250);
+
+/// One version of the policy text.
+#[derive(Debug)]
+pub struct PolicyText {
+    pub text: Option<String>,
+    /// Bumped on every version taken in; the rules a session holds name the
+    /// generation they were built from.
+    pub generation: u64,
+}
+
+/// The policy in force.
+#[derive(Debug)]
+pub struct Policy {
+    current: RwLock<Arc<PolicyText>>,
+}
+
+impl Policy {
+    pub fn fixed(text: Option<String>) -> Policy {
+        Policy {
+            current: RwLock::new(Arc::new(PolicyText { text, generation: 0 })),
+        }
+    }
+
+    pub fn current(&self) -> Arc<PolicyText> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn replace(&self, text: String) -> u64 {
+        let mut slot = self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let generation = slot.generation.saturating_add(1);
+        *slot = Arc::new(PolicyText {
+            text: Some(text),
+            generation,
+        });
+        generation
+    }
+}
+
+/// `FILE:LINE:COL: message (CODE)` for a policy the engine refused.
+pub fn located(path: &Path, error: &toolgate::Error) -> String {
+    match error {
+        toolgate::Error::Load(p) if p.line > 0 => {
+            format!("{}:{}:{}: {} ({})", path.display(), p.line, p.column, p.message, p.code)
+        }
+        other => format!("{}: {other} ({})", path.display(), other.code()),
+    }
+}
+
+/// Watches `path` until the process ends.
+pub fn watch(path: PathBuf, policy: Arc<Policy>, engine: Engine, metrics: Arc<Metrics>) {
+    tokio::spawn(async move {
+        // The text last looked at, good or bad: each version is judged once.
+        let mut seen = policy.current().text.clone().unwrap_or_default();
+        loop {
+            tokio::time::sleep(POLL).await;
+            let Ok(text) = tokio::fs::read_to_string(&path).await else {
+                // Mid-replace, or removed: the rules in force stay.
+                continue;
+            };
+            if text == seen {
+                continue;
+            }
+            seen.clone_from(&text);
+            let engine = engine.clone();
+            let candidate = text.clone();
+            let checked = tokio::task::spawn_blocking(move || {
+                engine
+                    .load(Some(&candidate), r#"{"tools":[]}"#)
+                    .map(|set| set.revision().to_owned())
+            })
+            .await;
+            match checked {
+                Ok(Ok(revision)) => {
+                    let generation = policy.replace(text);
+                    metrics.reloaded(true);
+                    tracing::info!(policy = %path.display(), %revision, generation, "policy reloaded");
+                    eprintln!(
+                        "toolgate proxy: {} reloaded (policy revision {revision})",
+                        path.display()
+                    );
+                }
+                Ok(Err(e)) => {
+                    metrics.reloaded(false);
+                    eprintln!(
+                        "toolgate proxy: {}; the previous rules stay in force",
+                        located(&path, &e)
+                    );
+                }
+                Err(e) => {
+                    metrics.reloaded(false);
+                    eprintln!(
+                        "toolgate proxy: checking {} failed: {e}; the previous rules stay in force",
+                        path.display()
+                    );
+                }
+            }
+        }
+    });
+}
