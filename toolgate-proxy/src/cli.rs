@@ -150,7 +150,7 @@ pub struct ProxyArgs {
     /// Serve /metrics (Prometheus), /healthz and /readyz at http://ADDR.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
-    /// Log format on stderr (`RUST_LOG` filters; default info).
+    /// Log format on stderr (`RUST_LOG` filters, e.g. `RUST_LOG=info`; default: warnings and errors).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Rotate the audit file: `daily`, or at a size (`10MB`).
