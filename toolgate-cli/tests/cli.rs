@@ -183,3 +183,139 @@ fn help_proxy_is_the_gateways_own_help() {
         );
     }
 }
+
+#[test]
+fn eval_one_call_and_fail_on_deny() {
+    let policy = plans("tool_policies.yaml");
+    let catalog = plans("catalog.json");
+    let read = r#"{"name":"consultar_plano","arguments":{"customer_id":"1"}}"#;
+    let write = r#"{"name":"alterar_plano","arguments":{"customer_id":"1","new_plan_id":"X"}}"#;
+    let base = ["eval", "--policy", &policy, "--catalog", &catalog];
+    let with = |extra: &[&str]| run(&[&base[..], extra].concat(), b"");
+
+    let out = with(&["--call", read, "--fail-on-deny"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let decision: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["ok"], true);
+
+    // Denied: printed either way; the exit code only with --fail-on-deny.
+    let out = with(&["--call", write]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = with(&["--call", write, "--fail-on-deny"]);
+    assert_eq!(out.status.code(), Some(1));
+    let decision: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["error"]["code"], "CONFIRMATION_REQUIRED");
+
+    // Lines on stdin: one denial among allowed calls is enough.
+    let input = format!("{read}\n{write}\n{read}\n");
+    let out = run(&[&base[..], &["--fail-on-deny"]].concat(), input.as_bytes());
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 3);
+}
+
+#[test]
+fn check_a_policy_alone_then_as_json() {
+    let dir = std::env::temp_dir().join(format!("toolgate-alone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.yaml");
+    // `ghost` names no tool, but with no catalog that cannot be known.
+    std::fs::write(
+        &good,
+        "version: 1\ntool_policies:\n  ghost:\n    operation_type: read_only\n",
+    )
+    .unwrap();
+    let good = good.to_str().unwrap();
+    let out = run(&["check", "--policy", good], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+
+    let out = run(&["check", "--policy", good, "--format", "json"], b"");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["errors"], 0);
+    assert_eq!(report["loads"], true);
+    assert!(report["policy_revision"].as_str().unwrap().starts_with("sha256:"));
+
+    // Against the catalog the same entry is reported.
+    let out = run(
+        &[
+            "check",
+            "--policy",
+            good,
+            "--catalog",
+            &plans("catalog.json"),
+            "--format",
+            "json",
+        ],
+        b"",
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"POLICY_TOOL_NOT_IN_CATALOG"), "{report}");
+
+    // A wrong type: refused with its position, as text and as JSON.
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "version: 1\ntool_policies:\n  x:\n    require_confirmation: yes\n",
+    )
+    .unwrap();
+    let bad = bad.to_str().unwrap();
+    let out = run(&["check", "--policy", bad], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with(&format!("{bad}:4:")), "{text}");
+    let out = run(&["check", "--policy", bad, "--format", "json"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["loads"], false);
+    assert_eq!(report["findings"][0]["file"], bad);
+    assert_eq!(report["findings"][0]["line"], 4);
+    assert_eq!(report["findings"][0]["severity"], "error");
+
+    // An unreadable input is exit 2, a usage error 64.
+    let out = run(&["check", "--policy", &dir.join("missing.yaml").to_string_lossy()], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(
+        &[
+            "check",
+            "--policy",
+            good,
+            "--catalog",
+            "x.json",
+            "--upstream",
+            "http://127.0.0.1:1/mcp",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(64));
+}
+
+#[test]
+fn test_results_as_json() {
+    let out = run(&["test", "--format", "json", &plans("plans.test.yaml")], b"");
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["passed"], 6);
+    assert_eq!(report["failed"], 0);
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    assert!(
+        cases
+            .iter()
+            .all(|c| c["ok"] == true && c["decision"]["ok"].is_boolean())
+    );
+}
+
+#[test]
+fn help_lists_the_exit_codes() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in ["  0 ", "  1 ", "  2 ", "  64 "] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+}

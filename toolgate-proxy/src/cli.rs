@@ -20,7 +20,7 @@ use crate::outbound;
 use crate::policy::Policy;
 use crate::seal::KeyRing;
 use crate::stdio::{ClientLines, DropReport};
-use crate::{Config, Gateway, HttpUpstream, ProxyError, UpstreamSpec};
+use crate::{Config, Gateway, ProxyError};
 
 const EXIT_USAGE: u8 = 64;
 const EXIT_LOAD: u8 = 2;
@@ -251,6 +251,7 @@ fn init_tracing(format: LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -306,35 +307,14 @@ async fn sealing(args: &ProxyArgs) -> Result<Sealing, ProxyError> {
 }
 
 fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Result<Config, ProxyError> {
-    let upstream = match (&args.upstream, args.command.split_first()) {
-        (Some(url), None) => {
-            if !url.starts_with("http://") && !url.starts_with("https://") {
-                return Err(ProxyError::Usage(format!(
-                    "--upstream {url}: give an http:// or https:// URL"
-                )));
-            }
-            UpstreamSpec::Url(HttpUpstream {
-                url: url.clone(),
-                client: client.clone(),
-                headers: outbound::headers(&args.upstream_headers)?,
-                bearer: outbound::bearer(args.upstream_token_env.as_deref())?,
-            })
-        }
-        (None, Some((program, rest))) => UpstreamSpec::Command {
-            program: program.clone(),
-            args: rest.to_vec(),
-        },
-        (Some(_), Some(_)) => {
-            return Err(ProxyError::Usage(
-                "give either --upstream URL or -- SERVER_CMD, not both".into(),
-            ));
-        }
-        (None, None) => {
-            return Err(ProxyError::Usage(
-                "no upstream: give -- SERVER_CMD [ARGS...] or --upstream URL".into(),
-            ));
-        }
-    };
+    let upstream = crate::catalog::named_upstream(
+        args.upstream.as_deref(),
+        &args.command,
+        client,
+        &args.upstream_headers,
+        args.upstream_token_env.as_deref(),
+    )?
+    .ok_or_else(|| ProxyError::Usage("no upstream: give -- SERVER_CMD [ARGS...] or --upstream URL".into()))?;
     let policy = match &args.policy {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|source| ProxyError::Read {
             path: path.clone(),
@@ -407,6 +387,7 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         relay,
         approve: Default::default(),
         stateless: Default::default(),
+        reported: Default::default(),
     })
 }
 

@@ -21,6 +21,8 @@ pub enum ProxyError {
     Listen { addr: String, source: std::io::Error },
     #[error("{0}")]
     Usage(String),
+    #[error("could not read the server's tool catalog: {0}")]
+    Catalog(String),
     #[error("serving the client failed: {0}")]
     Serve(String),
     #[error("could not start the async runtime: {0}")]

@@ -101,6 +101,9 @@ pub struct Config {
     /// The upstream session every MCP 2026-07-28 (sessionless) request is
     /// served on, opened on first use with the gateway's own client info.
     pub(crate) stateless: tokio::sync::OnceCell<Arc<SessionState>>,
+    /// Rule sets (by revision) whose findings were reported already: each
+    /// is said once, not once per session.
+    pub(crate) reported: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Config {
@@ -132,6 +135,7 @@ impl Config {
             relay: RelayList::default(),
             approve: crate::approve::Pages::default(),
             stateless: tokio::sync::OnceCell::new(),
+            reported: Mutex::default(),
         }
     }
 
@@ -525,7 +529,7 @@ impl SessionState {
     /// Loads a rule set off the async threads.
     async fn load_set(&self, policy: Option<String>, catalog: Arc<str>) -> Result<Arc<RuleSet>, ErrorData> {
         let engine = self.config.engine.clone();
-        tokio::task::spawn_blocking(move || engine.load(policy.as_deref(), &catalog).map(Arc::new))
+        let set = tokio::task::spawn_blocking(move || engine.load(policy.as_deref(), &catalog).map(Arc::new))
             .await
             .map_err(|e| internal(format!("toolgate proxy: loading the rules failed: {e}"), "PROXY_ERROR"))?
             .map_err(|e| {
@@ -533,7 +537,42 @@ impl SessionState {
                     format!("toolgate proxy: the upstream's catalog could not be loaded ({e}); no call is allowed"),
                     "CATALOG_REJECTED",
                 )
-            })
+            })?;
+        self.report_findings(&set);
+        Ok(set)
+    }
+
+    /// What `toolgate check` would say about the policy over the live
+    /// catalog (a pin that no longer matches, an entry that names no tool,
+    /// a write without confirmation), logged once per rule set at start-up
+    /// and after every reload.
+    fn report_findings(&self, set: &RuleSet) {
+        let first = self
+            .config
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(set.revision().to_owned());
+        if !first {
+            return;
+        }
+        match set.findings() {
+            Ok(findings) => {
+                for finding in findings {
+                    let p = &finding.problem;
+                    tracing::warn!(
+                        severity = finding.severity,
+                        code = %p.code,
+                        path = %p.path,
+                        line = p.line,
+                        column = p.column,
+                        "policy finding over the upstream's catalog: {}",
+                        p.message
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "the policy's findings could not be computed"),
+        }
     }
 
     /// Re-reads the catalog (after `notifications/tools/list_changed`). On

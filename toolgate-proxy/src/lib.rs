@@ -12,6 +12,7 @@
 pub mod approve;
 mod audit;
 pub mod auth;
+pub mod catalog;
 mod cli;
 pub mod codes;
 pub mod confirm;

@@ -11,14 +11,28 @@ mod policy_test;
 
 /// Usage errors (bad flags), as sysexits' EX_USAGE.
 const EXIT_USAGE: u8 = 64;
-/// The policy or catalog could not be loaded.
+/// An input (policy, catalog, test file, server) could not be read or loaded.
 const EXIT_LOAD: u8 = 2;
+/// The answer is no: a check found an error, a test failed, a call was
+/// denied under `--fail-on-deny`.
+const EXIT_NO: u8 = 1;
+
+const EXIT_CODES: &str = "\
+Exit codes (every command):
+  0   done: every test passed, no error found, every call allowed (or no --fail-on-deny)
+  1   the answer is no: `check` found an error, a `test` case failed, `eval --fail-on-deny` saw a denial
+      (`proxy`: the gateway stopped on an error)
+  2   an input could not be read or loaded (policy, catalog, test file, server); the message names it,
+      as FILE:LINE:COL where it has a position
+  64  usage error (a flag or argument is wrong)
+Errors are one line on stderr: `toolgate: [FILE:LINE:COL: ]message (CODE)`.";
 
 #[derive(Parser, Debug)]
 #[command(
     name = "toolgate",
     version,
-    about = "The tool-call policy engine for MCP: decides whether a tools/call may run."
+    about = "The tool-call policy engine for MCP: decides whether a tools/call may run.",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -27,11 +41,12 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Reads calls as JSON lines on stdin, prints one decision per line.
-    Eval(RulesArgs),
+    /// Decides calls: JSON lines on stdin (or one `--call`), one decision per line on stdout.
+    Eval(EvalArgs),
     /// Prints the MCP tools/list result this context may see.
     List(RulesArgs),
-    /// Validates a policy against a catalog: file:line:col findings.
+    /// Validates a policy: alone (syntax, keys, types), against a catalog file, or against a live
+    /// server (`-- SERVER_CMD…` / `--upstream URL`): file:line:col findings.
     Check(CheckArgs),
     /// Runs policy test files (calls + context -> expected code).
     Test(TestArgs),
@@ -72,11 +87,37 @@ struct RulesArgs {
 }
 
 #[derive(Args, Debug)]
+struct EvalArgs {
+    #[command(flatten)]
+    rules: RulesArgs,
+    /// One call as JSON (`{"name":…,"arguments":{…}}`) instead of JSON lines on stdin.
+    #[arg(long, value_name = "JSON")]
+    call: Option<String>,
+    /// Exit 1 when any decision denies (every decision is still printed).
+    #[arg(long)]
+    fail_on_deny: bool,
+}
+
+#[derive(Args, Debug)]
 struct CheckArgs {
+    /// The policy file to check.
     #[arg(long)]
     policy: PathBuf,
-    #[arg(long)]
-    catalog: PathBuf,
+    /// A catalog file (an MCP tools/list result, a published catalog, or a legacy tools.yaml).
+    #[arg(long, conflicts_with_all = ["upstream", "server"])]
+    catalog: Option<PathBuf>,
+    /// Check against the tools a Streamable HTTP server lists (http:// or https://).
+    #[arg(long, value_name = "URL", conflicts_with = "server")]
+    upstream: Option<String>,
+    /// Seconds to wait for a live server's catalog.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// text (FILE:LINE:COL: severity: message (CODE) per line) or json (one document).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Check against the tools this server lists (started, asked over stdio, stopped).
+    #[arg(last = true, value_name = "SERVER_CMD")]
+    server: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -84,6 +125,15 @@ struct TestArgs {
     /// Policy test files (YAML).
     #[arg(required = true)]
     files: Vec<PathBuf>,
+    /// text (one line per case) or json (one document).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
 }
 
 impl RulesArgs {
@@ -122,14 +172,14 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("toolgate: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(EXIT_LOAD)
         }
     }
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Eval(args) => with_rules(&args, eval),
+        Command::Eval(args) => with_rules(&args.rules, |rules, ctx| eval(rules, ctx, &args)),
         Command::List(args) => with_rules(&args, |rules, ctx| {
             let listed = rules.list_exposable(ctx)?;
             let mut out = std::io::stdout().lock();
@@ -138,7 +188,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }),
         Command::Check(args) => check(&args),
-        Command::Test(args) => policy_test::run(&args.files),
+        Command::Test(args) => policy_test::run(&args.files, args.format == Format::Json),
         Command::Demo => demo::run(),
         // Dispatched in `main` before parsing; reached only through clap's
         // own help machinery.
@@ -159,13 +209,17 @@ pub fn read_text(path: &Path) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| anyhow!("{}: not valid UTF-8", path.display()))
 }
 
-/// `file:line:col: ` for a problem, naming the file its origin points to.
-fn location(problem: &toolgate::Problem, policy: Option<&Path>, catalog: &Path) -> String {
-    let file = match problem.origin {
-        "policy" => policy.unwrap_or(catalog),
-        _ => catalog,
-    };
-    let mut out = file.display().to_string();
+/// The file (or server) a problem's origin points to.
+fn origin_name(problem: &toolgate::Problem, policy: Option<&Path>, catalog: &str) -> String {
+    match (problem.origin, policy) {
+        ("policy", Some(policy)) => policy.display().to_string(),
+        _ => catalog.to_owned(),
+    }
+}
+
+/// `file:line:col` for a problem (`file` alone without a position).
+fn location(problem: &toolgate::Problem, policy: Option<&Path>, catalog: &str) -> String {
+    let mut out = origin_name(problem, policy, catalog);
     if problem.line > 0 {
         out.push_str(&format!(":{}:{}", problem.line, problem.column));
     }
@@ -190,7 +244,7 @@ fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<Exi
         Err(Error::Load(problem)) => {
             eprintln!(
                 "toolgate: {}: {}",
-                location(&problem, args.policy.as_deref(), &args.catalog),
+                location(&problem, args.policy.as_deref(), &args.catalog.display().to_string()),
                 problem_text(&problem)
             );
             Ok(ExitCode::from(EXIT_LOAD))
@@ -199,64 +253,127 @@ fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<Exi
     }
 }
 
-/// One decision per non-blank stdin line. A line is passed as raw bytes:
-/// invalid UTF-8 gets a BAD_REQUEST decision from the engine.
-fn eval(rules: &RuleSet, ctx: &Context) -> Result<ExitCode> {
+/// One decision per call: `--call`, else each non-blank stdin line. A line
+/// is passed as raw bytes: invalid UTF-8 gets a BAD_REQUEST decision from
+/// the engine.
+fn eval(rules: &RuleSet, ctx: &Context, args: &EvalArgs) -> Result<ExitCode> {
     let ctx = ctx.to_json();
-    let stdin = std::io::stdin().lock();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for line in stdin.split(b'\n') {
-        let mut line = line?;
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let decision = rules.evaluate_raw(&line, &ctx);
+    let mut denied = false;
+    let mut decide = |call: &[u8], out: &mut dyn Write| -> Result<()> {
+        let decision = rules.evaluate_raw(call, &ctx);
+        denied |= !decision.ok;
         out.write_all(decision.json.as_bytes())?;
         out.write_all(b"\n")?;
+        Ok(())
+    };
+    match &args.call {
+        Some(call) => decide(call.as_bytes(), &mut out)?,
+        None => {
+            for line in std::io::stdin().lock().split(b'\n') {
+                let mut line = line?;
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                decide(&line, &mut out)?;
+            }
+        }
     }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(if denied && args.fail_on_deny {
+        ExitCode::from(EXIT_NO)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
+
+/// With no catalog, the policy is loaded against an empty one: syntax,
+/// keys and types are checked, and whether its entries name real tools is
+/// not known, so that finding is left out.
+const NO_CATALOG: &str = r#"{"tools":[]}"#;
+const NOT_IN_CATALOG: &str = "POLICY_TOOL_NOT_IN_CATALOG";
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {
     let policy = read_text(&args.policy)?;
-    let catalog = read_text(&args.catalog)?;
-    let engine = Engine::cached()?;
-    let rules = match engine.load(Some(&policy), &catalog) {
-        Ok(rules) => rules,
-        Err(Error::Load(problem)) => {
-            println!(
-                "{}: error: {}",
-                location(&problem, Some(&args.policy), &args.catalog),
-                problem_text(&problem)
-            );
-            return Ok(ExitCode::FAILURE);
+    let (catalog_name, catalog) = match (&args.catalog, args.upstream.as_deref(), args.server.is_empty()) {
+        (Some(path), _, _) => (path.display().to_string(), read_text(path)?),
+        (None, None, true) => ("(no catalog)".to_owned(), NO_CATALOG.to_owned()),
+        (None, url, _) => {
+            let timeout = std::time::Duration::from_secs(args.timeout.max(1));
+            toolgate_proxy::catalog::read_live(url, &args.server, timeout)?.ok_or_else(|| anyhow!("no server named"))?
         }
+    };
+    let alone = args.catalog.is_none() && args.upstream.is_none() && args.server.is_empty();
+    let engine = Engine::cached()?;
+    let (findings, revision) = match engine.load(Some(&policy), &catalog) {
+        Ok(rules) => {
+            let findings = rules
+                .findings()?
+                .into_iter()
+                .filter(|f| !(alone && f.problem.code == NOT_IN_CATALOG))
+                .collect::<Vec<_>>();
+            (findings, Some(rules.revision().to_owned()))
+        }
+        Err(Error::Load(problem)) => (
+            vec![toolgate::Finding {
+                severity: "error",
+                problem,
+            }],
+            None,
+        ),
         Err(e) => return Err(e.into()),
     };
-    let findings = rules.findings()?;
-    let mut errors = 0usize;
-    for finding in &findings {
-        if finding.severity == "error" {
-            errors += 1;
+    let errors = findings.iter().filter(|f| f.severity == "error").count();
+    let policy_path = Some(args.policy.as_path());
+    match args.format {
+        Format::Text => {
+            for finding in &findings {
+                println!(
+                    "{}: {}: {}",
+                    location(&finding.problem, policy_path, &catalog_name),
+                    finding.severity,
+                    problem_text(&finding.problem)
+                );
+            }
+            match &revision {
+                Some(revision) => eprintln!(
+                    "{} finding(s), {errors} error(s); policy revision {revision}",
+                    findings.len()
+                ),
+                None => eprintln!("the policy does not load"),
+            }
         }
-        println!(
-            "{}: {}: {}",
-            location(&finding.problem, Some(&args.policy), &args.catalog),
-            finding.severity,
-            problem_text(&finding.problem)
-        );
+        Format::Json => {
+            let listed: Vec<serde_json::Value> = findings
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "file": origin_name(&f.problem, policy_path, &catalog_name),
+                        "line": f.problem.line,
+                        "column": f.problem.column,
+                        "severity": f.severity,
+                        "code": f.problem.code,
+                        "path": f.problem.path,
+                        "message": f.problem.message,
+                    })
+                })
+                .collect();
+            let report = serde_json::json!({
+                "findings": listed,
+                "errors": errors,
+                "warnings": findings.len() - errors,
+                "loads": revision.is_some(),
+                "policy_revision": revision,
+                "catalog": catalog_name,
+            });
+            println!("{report}");
+        }
     }
-    eprintln!(
-        "{} finding(s), {errors} error(s); policy revision {}",
-        findings.len(),
-        rules.revision()
-    );
     Ok(if errors > 0 {
-        ExitCode::FAILURE
+        ExitCode::from(EXIT_NO)
     } else {
         ExitCode::SUCCESS
     })

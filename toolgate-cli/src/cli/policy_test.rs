@@ -36,23 +36,68 @@ struct Case {
     expect: String,
 }
 
-pub fn run(files: &[PathBuf]) -> Result<ExitCode> {
-    let engine = Engine::cached()?;
-    let (mut passed, mut failed) = (0usize, 0usize);
-    for file in files {
-        let (p, f) = run_file(&engine, file).with_context(|| file.display().to_string())?;
-        passed += p;
-        failed += f;
+/// One case's result.
+struct Outcome {
+    file: String,
+    name: String,
+    expected: String,
+    got: String,
+    decision: String,
+}
+
+impl Outcome {
+    fn passed(&self) -> bool {
+        self.got == self.expected
     }
-    println!("{passed} passed, {failed} failed");
+}
+
+pub fn run(files: &[PathBuf], json: bool) -> Result<ExitCode> {
+    let engine = Engine::cached()?;
+    let mut outcomes = Vec::new();
+    for file in files {
+        outcomes.extend(run_file(&engine, file).with_context(|| file.display().to_string())?);
+    }
+    let failed = outcomes.iter().filter(|o| !o.passed()).count();
+    let passed = outcomes.len() - failed;
+    if json {
+        let cases: Vec<serde_json::Value> = outcomes
+            .iter()
+            .map(|o| {
+                serde_json::json!({
+                    "file": o.file,
+                    "name": o.name,
+                    "ok": o.passed(),
+                    "expected": o.expected,
+                    "got": o.got,
+                    "decision": serde_json::from_str::<serde_json::Value>(&o.decision).unwrap_or(serde_json::Value::Null),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({ "passed": passed, "failed": failed, "cases": cases })
+        );
+    } else {
+        for o in &outcomes {
+            if o.passed() {
+                println!("ok    {}: {}", o.file, o.name);
+            } else {
+                println!(
+                    "FAIL  {}: {}: expected {}, got {}\n      {}",
+                    o.file, o.name, o.expected, o.got, o.decision
+                );
+            }
+        }
+        println!("{passed} passed, {failed} failed");
+    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::FAILURE
+        ExitCode::from(super::EXIT_NO)
     })
 }
 
-fn run_file(engine: &Engine, file: &Path) -> Result<(usize, usize)> {
+fn run_file(engine: &Engine, file: &Path) -> Result<Vec<Outcome>> {
     let text = read_text(file)?;
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
@@ -61,27 +106,22 @@ fn run_file(engine: &Engine, file: &Path) -> Result<(usize, usize)> {
     let policy = spec.policy.as_ref().map(|p| read_text(&dir.join(p))).transpose()?;
     let catalog = read_text(&dir.join(&spec.catalog))?;
     let rules = engine.load(policy.as_deref(), &catalog).map_err(|e| anyhow!("{e}"))?;
-    let (mut passed, mut failed) = (0, 0);
-    for case in &spec.cases {
-        let context = case
-            .context
-            .as_ref()
-            .map_or_else(|| "{}".to_owned(), serde_json::Value::to_string);
-        let decision = rules.evaluate_raw(case.call.to_string().as_bytes(), &context);
-        let got = decision.code.as_deref().unwrap_or("ALLOW");
-        if got == case.expect {
-            passed += 1;
-            println!("ok    {}: {}", file.display(), case.name);
-        } else {
-            failed += 1;
-            println!(
-                "FAIL  {}: {}: expected {}, got {got}\n      {}",
-                file.display(),
-                case.name,
-                case.expect,
-                decision.json
-            );
-        }
-    }
-    Ok((passed, failed))
+    Ok(spec
+        .cases
+        .iter()
+        .map(|case| {
+            let context = case
+                .context
+                .as_ref()
+                .map_or_else(|| "{}".to_owned(), serde_json::Value::to_string);
+            let decision = rules.evaluate_raw(case.call.to_string().as_bytes(), &context);
+            Outcome {
+                file: file.display().to_string(),
+                name: case.name.clone(),
+                expected: case.expect.clone(),
+                got: decision.code.clone().unwrap_or_else(|| "ALLOW".to_owned()),
+                decision: decision.json,
+            }
+        })
+        .collect())
 }

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -111,6 +112,50 @@ async def main():
     )
     via_cli = await with_session(cli, lambda s: s.list_tools())
     check("`toolgate proxy -- node server.js DIR` serves the tools", "read_text_file" in [t.name for t in via_cli.tools])
+
+    # 0b. `toolgate check` against the live server: every page of its
+    # catalog, the policy's stray entry named with its position; the
+    # gateway says the same at start-up.
+    stray = tmp / "stray.yaml"
+    stray.write_text("version: 1\ntool_policies:\n  write_file:\n    require_confirmation: true\n  no_such_tool: {}\n")
+    toolgate = str(Path(PROXY).with_name("toolgate"))
+    done = subprocess.run(
+        [toolgate, "check", "--policy", str(stray), "--format", "json", "--", NODE, SERVER, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = json.loads(done.stdout or "{}")
+    stray_findings = [f for f in report.get("findings", []) if f.get("code") == "POLICY_TOOL_NOT_IN_CATALOG"]
+    check(
+        "`toolgate check -- SERVER`: the live catalog loads, the stray entry is found at 5:3",
+        done.returncode == 0
+        and report.get("loads") is True
+        and [(f["file"], f["line"], f["column"]) for f in stray_findings] == [(str(stray), 5, 3)],
+        (done.returncode, done.stdout[:600], done.stderr[-600:]),
+    )
+    started = subprocess.Popen(
+        [PROXY, "--policy", str(stray), "--", NODE, SERVER, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "0"}}
+    started.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}) + "\n")
+    started.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    started.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n")
+    started.stdin.flush()
+    started.stdout.readline()
+    started.stdout.readline()
+    started.stdin.close()
+    started.wait(timeout=30)
+    said = started.stderr.read()
+    check(
+        "the gateway reports the stray entry once at start-up",
+        said.count("POLICY_TOOL_NOT_IN_CATALOG") == 1 and "no_such_tool" in said,
+        said[-800:],
+    )
 
     # 1. Direct surface: only the read tools.
     via = await with_session(proxy_params(root, "--surface", "direct"), lambda s: s.list_tools())
