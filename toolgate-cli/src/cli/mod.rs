@@ -7,6 +7,7 @@ use toolgate::{Context, Engine, Error, RuleSet};
 use toolgate_proxy::SurfaceArg;
 
 mod demo;
+mod init;
 mod policy_test;
 
 /// Usage errors (bad flags), as sysexits' EX_USAGE.
@@ -50,6 +51,11 @@ enum Command {
     Check(CheckArgs),
     /// Runs policy test files (calls + context -> expected code).
     Test(TestArgs),
+    /// Writes a starter policy for a live server: every tool it lists, classified, writes confirmed,
+    /// each pinned (`-- SERVER_CMD…` or `--upstream URL`).
+    Init(InitArgs),
+    /// Updates the pins of a policy to a live server's current tool definitions.
+    Pin(PinArgs),
     /// Runs the bundled retail example through the turn state machine.
     Demo,
     /// MCP gateway: put the policy in front of any MCP server
@@ -118,6 +124,52 @@ struct CheckArgs {
     /// Check against the tools this server lists (started, asked over stdio, stopped).
     #[arg(last = true, value_name = "SERVER_CMD")]
     server: Vec<String>,
+}
+
+/// A live server: started (`-- SERVER_CMD…`) or reached (`--upstream URL`).
+#[derive(Args, Debug)]
+struct ServerArgs {
+    /// A Streamable HTTP server (http:// or https://).
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "server",
+        required_unless_present = "server"
+    )]
+    upstream: Option<String>,
+    /// Seconds to wait for the server's catalog.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// The server's command and arguments, started and asked over stdio, then stopped.
+    #[arg(last = true, value_name = "SERVER_CMD")]
+    server: Vec<String>,
+}
+
+impl ServerArgs {
+    fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout.max(1))
+    }
+}
+
+#[derive(Args, Debug)]
+struct InitArgs {
+    /// Where to write the policy.
+    #[arg(long, default_value = "tool_policies.yaml")]
+    out: PathBuf,
+    /// Replace the file if it exists.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    from: ServerArgs,
+}
+
+#[derive(Args, Debug)]
+struct PinArgs {
+    /// The policy file whose pins are updated in place (comments and layout kept).
+    #[arg(long)]
+    policy: PathBuf,
+    #[command(flatten)]
+    from: ServerArgs,
 }
 
 #[derive(Args, Debug)]
@@ -189,6 +241,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }),
         Command::Check(args) => check(&args),
         Command::Test(args) => policy_test::run(&args.files, args.format == Format::Json),
+        Command::Init(args) => init::init(
+            &args.out,
+            args.force,
+            args.from.upstream.as_deref(),
+            &args.from.server,
+            args.from.timeout(),
+        ),
+        Command::Pin(args) => init::pin(
+            &args.policy,
+            args.from.upstream.as_deref(),
+            &args.from.server,
+            args.from.timeout(),
+        ),
         Command::Demo => demo::run(),
         // Dispatched in `main` before parsing; reached only through clap's
         // own help machinery.

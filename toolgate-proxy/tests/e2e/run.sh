@@ -60,6 +60,10 @@ PROXY="$ROOT/target/release/toolgate-proxy"
 echo "== proxy e2e: server-filesystem through the proxy (Python SDK client)"
 "$VENV/bin/python" "$HERE/e2e.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 
+echo "== proxy e2e: toolgate init / check / pin against live servers (server-filesystem, 60 paginated tools), then the written policy in front of them"
+"$VENV/bin/python" "$HERE/init.py" "$ROOT/target/release/toolgate" "$PROXY" "$NODE" \
+  "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" "$HERE/many_tools_server.mjs"
+
 echo "== proxy e2e: the gate (raw JSON-RPC over stdio and HTTP), message order"
 "$VENV/bin/python" "$HERE/gate.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" \
   "$HERE/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
