@@ -159,10 +159,30 @@ fn demo_runs_the_retail_scenario() {
     let out = run(&["demo"], b"");
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.contains("transaction_status=\"AWAITING_CONFIRMATION\""));
+    // As a person reads it: what waits and why, then the confirmed call runs.
+    assert!(
+        stdout.contains("waits               solicitar_devolucao (CONFIRMATION_REQUIRED: "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("turn state: AWAITING_CONFIRMATION"), "{stdout}");
     assert!(stdout.contains(
-        "execute solicitar_devolucao {\"confirmed\":true,\"order_id\":\"123\",\"reason\":\"arrependimento da compra\"}"
-    ));
+        "runs                solicitar_devolucao {\"confirmed\":true,\"order_id\":\"123\",\"reason\":\"arrependimento da compra\"} -> devolução registrada"
+    ), "{stdout}");
+    assert!(
+        !stdout.contains("\"transaction_status\""),
+        "no raw state without --json: {stdout}"
+    );
+
+    let out = run(&["demo", "--json"], b"");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let states: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("state "))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(states.len(), 2);
+    assert_eq!(states[0]["transaction_status"], "AWAITING_CONFIRMATION");
+    assert_eq!(states[1]["transaction_status"], "EXECUTING");
 }
 
 #[test]

@@ -59,23 +59,51 @@ fn field<'a>(value: &'a Value, key: &str) -> &'a Value {
     value.get(key).unwrap_or(&Value::Null)
 }
 
-pub fn run() -> Result<ExitCode> {
+/// The decision's code and message, as a person reads it.
+fn verdict(decision: &Value) -> String {
+    match field(decision, "error").as_object() {
+        None => "allowed".to_owned(),
+        Some(error) => {
+            let code = error.get("code").and_then(Value::as_str).unwrap_or("?");
+            let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+            let details = error.get("details").map(|d| format!(" {d}")).unwrap_or_default();
+            format!("{code}: {message}{details}")
+        }
+    }
+}
+
+/// `name {arguments}` of a call.
+fn call_text(call: &Value) -> String {
+    format!(
+        "{} {}",
+        field(call, "name").as_str().unwrap_or_default(),
+        field(call, "arguments")
+    )
+}
+
+/// Prints the demo as a person follows it; with `json`, also every turn
+/// state and decision in full (one JSON document per line).
+pub fn run(json: bool) -> Result<ExitCode> {
     let engine = Engine::cached()?;
     let retail = engine
         .load(Some(RETAIL_POLICY), RETAIL_CATALOG)
         .map_err(|e| anyhow!("{e}"))?;
-    println!(
-        "== Retail return (examples/retail), policy revision {}",
-        retail.revision()
-    );
+    println!("Retail return (examples/retail): an agent proposes calls, the engine decides each turn.");
+    println!("policy revision {}", retail.revision());
     let context = json!({"surface": "confirming", "allowed_tools": ["consultar_pedido", "solicitar_devolucao"]});
     let mut state = String::new();
     for message in [
         "Quero devolver o pedido 123 porque me arrependi da compra.",
         "Sim, confirmo a devolução.",
     ] {
-        println!("\nuser> {message}");
+        println!("\nuser: {message}");
         let (calls, user_confirmed) = agent(message);
+        for call in &calls {
+            println!("  the model proposes  {}", call_text(call));
+        }
+        if let Some(answer) = user_confirmed {
+            println!("  the person answers  {}", if answer { "yes" } else { "no" });
+        }
         let input = json!({"context": context, "calls": calls, "user_confirmed": user_confirmed});
         state = retail.turn(&state, &input.to_string()).map_err(|e| anyhow!("{e}"))?;
         let parsed: Value = serde_json::from_str(&state)?;
@@ -89,27 +117,39 @@ pub fn run() -> Result<ExitCode> {
                 ),
                 _ => "devolução registrada".to_owned(),
             };
-            println!("  execute {name} {args} -> {result}");
+            println!("  runs                {} -> {result}", call_text(call));
+        }
+        for result in field(&parsed, "results").as_array().into_iter().flatten() {
+            if field(result, "action").as_str() == Some("execute") {
+                continue;
+            }
+            println!(
+                "  waits               {} ({})",
+                field(result, "name").as_str().unwrap_or_default(),
+                verdict(field(result, "decision"))
+            );
+        }
+        let pending = field(&parsed, "pending_tool_call");
+        if !pending.is_null() {
+            println!(
+                "  kept for the confirming turn: {} (the model's own `confirmed` removed)",
+                call_text(pending)
+            );
         }
         println!(
-            "  transaction_status={} confirmation_required={} confirmation_received={}",
-            field(&parsed, "transaction_status"),
-            field(&parsed, "confirmation_required"),
-            field(&parsed, "confirmation_received")
+            "  turn state: {}",
+            field(&parsed, "transaction_status").as_str().unwrap_or_default()
         );
-        if !field(&parsed, "pending_tool_call").is_null() {
-            println!("  pending_tool_call={}", field(&parsed, "pending_tool_call"));
+        if json {
+            println!("  state {state}");
         }
-        println!("  state: {state}");
     }
 
     let plans = engine
         .load(Some(PLANS_POLICY), PLANS_CATALOG)
         .map_err(|e| anyhow!("{e}"))?;
-    println!(
-        "\n== Plan change (examples/plans), policy revision {}",
-        plans.revision()
-    );
+    println!("\nPlan change (examples/plans): what each call gets.");
+    println!("policy revision {}", plans.revision());
     let calls = [
         r#"{"name":"consultar_plano","arguments":{"customer_id":"42"}}"#,
         r#"{"name":"alterar_plano","arguments":{"customer_id":"42","new_plan_id":"CONTROLE_100"}}"#,
@@ -120,7 +160,18 @@ pub fn run() -> Result<ExitCode> {
     ];
     for call in calls {
         let decision = plans.evaluate(call.as_bytes(), &Context::default());
-        println!("\ncall> {call}\n  {}", decision.json);
+        let parsed: Value = serde_json::from_str(&decision.json)?;
+        println!(
+            "\n  {}\n    -> {}",
+            call_text(&serde_json::from_str(call)?),
+            verdict(&parsed)
+        );
+        if json {
+            println!("    decision {}", decision.json);
+        }
+    }
+    if !json {
+        println!("\n(`toolgate demo --json` adds every turn state and decision in full.)");
     }
     Ok(ExitCode::SUCCESS)
 }

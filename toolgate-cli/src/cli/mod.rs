@@ -57,7 +57,11 @@ enum Command {
     /// Updates the pins of a policy to a live server's current tool definitions.
     Pin(PinArgs),
     /// Runs the bundled retail example through the turn state machine.
-    Demo,
+    Demo {
+        /// Also print every turn state and decision in full (one JSON document per line).
+        #[arg(long)]
+        json: bool,
+    },
     /// MCP gateway: put the policy in front of any MCP server
     /// (`toolgate proxy --help`). Everything after `proxy` goes to the
     /// gateway as it is, `--` included.
@@ -254,7 +258,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             &args.from.server,
             args.from.timeout(),
         ),
-        Command::Demo => demo::run(),
+        Command::Demo { json } => demo::run(json),
         // Dispatched in `main` before parsing; reached only through clap's
         // own help machinery.
         Command::Proxy { args } => {
