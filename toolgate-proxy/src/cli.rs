@@ -388,6 +388,7 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         approve: Default::default(),
         stateless: Default::default(),
         reported: Default::default(),
+        shared: Default::default(),
     })
 }
 

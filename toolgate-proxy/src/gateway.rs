@@ -104,6 +104,19 @@ pub struct Config {
     /// Rule sets (by revision) whose findings were reported already: each
     /// is said once, not once per session.
     pub(crate) reported: Mutex<std::collections::HashSet<String>>,
+    /// The rule set the last session loaded, shared by every session with
+    /// the same policy text and catalog: a session start or a reload costs
+    /// a comparison instead of a load. Held while loading, so sessions that
+    /// start together load once.
+    pub(crate) shared: tokio::sync::Mutex<Option<SharedRules>>,
+}
+
+/// A loaded rule set and what it was loaded from.
+#[derive(Debug)]
+pub(crate) struct SharedRules {
+    policy: Option<String>,
+    catalog: Arc<str>,
+    set: Arc<RuleSet>,
 }
 
 impl Config {
@@ -136,6 +149,7 @@ impl Config {
             approve: crate::approve::Pages::default(),
             stateless: tokio::sync::OnceCell::new(),
             reported: Mutex::default(),
+            shared: tokio::sync::Mutex::default(),
         }
     }
 
@@ -528,8 +542,16 @@ impl SessionState {
 
     /// Loads a rule set off the async threads.
     async fn load_set(&self, policy: Option<String>, catalog: Arc<str>) -> Result<Arc<RuleSet>, ErrorData> {
+        let mut shared = self.config.shared.lock().await;
+        if let Some(last) = shared.as_ref()
+            && last.policy == policy
+            && *last.catalog == *catalog
+        {
+            return Ok(last.set.clone());
+        }
         let engine = self.config.engine.clone();
-        let set = tokio::task::spawn_blocking(move || engine.load(policy.as_deref(), &catalog).map(Arc::new))
+        let (text, listed) = (policy.clone(), catalog.clone());
+        let set = tokio::task::spawn_blocking(move || engine.load(text.as_deref(), &listed).map(Arc::new))
             .await
             .map_err(|e| internal(format!("toolgate proxy: loading the rules failed: {e}"), "PROXY_ERROR"))?
             .map_err(|e| {
@@ -538,7 +560,13 @@ impl SessionState {
                     "CATALOG_REJECTED",
                 )
             })?;
+        self.config.metrics.rule_set_loaded();
         self.report_findings(&set);
+        *shared = Some(SharedRules {
+            policy,
+            catalog,
+            set: set.clone(),
+        });
         Ok(set)
     }
 

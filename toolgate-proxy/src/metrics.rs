@@ -43,6 +43,7 @@ pub struct Metrics {
     upstream_seconds: Family<MethodLabels, Histogram>,
     upstream_starts: Counter,
     reloads: Family<ResultLabels, Counter>,
+    rule_set_loads: Counter,
     ready: AtomicBool,
 }
 
@@ -93,8 +94,15 @@ impl Metrics {
             "policy file reloads under --watch, by result (ok or error)",
             reloads.clone(),
         );
+        let rule_set_loads = Counter::default();
+        registry.register(
+            "rule_set_loads",
+            "rule sets loaded into the engine (sessions with the same policy and catalog share one)",
+            rule_set_loads.clone(),
+        );
         Metrics {
             registry,
+            rule_set_loads,
             decisions,
             decision_seconds,
             upstream_seconds,
@@ -138,6 +146,10 @@ impl Metrics {
     }
 
     /// An upstream catalog was loaded: calls can be decided.
+    pub fn rule_set_loaded(&self) {
+        self.rule_set_loads.inc();
+    }
+
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Relaxed);
     }

@@ -1345,9 +1345,20 @@ async def metrics():
             await c.call_tool("admin_reset", {"reason": "metrics"})
         await c.call_tool("no_such_tool", {})
         await c.call_tool("write_note", {"name": "m"})  # text missing: BAD_REQUEST
+    # More client sessions (handshake era: one upstream session each) with
+    # the same policy and catalog: they share the rule set already loaded.
+    for _ in range(3):
+        async with mcp_client(gw.url, mode="legacy") as c:
+            await c.list_tools()
     async with http_client() as http:
         r = await http.get(mbase + "/metrics")
     text = r.text
+    loads = metric_samples(text, "toolgate_rule_set_loads_total")
+    check(
+        "toolgate_rule_set_loads_total = 1: every session shares the one rule set",
+        sum(loads.values()) == 1,
+        loads,
+    )
     check("/metrics: 200, Prometheus text", r.status_code == 200 and "toolgate_decisions_total" in text, text[:300])
     decisions = {k: v for k, v in metric_samples(text, "toolgate_decisions_total").items() if v}
     want = {
