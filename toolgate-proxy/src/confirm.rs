@@ -11,7 +11,7 @@
 //! clock, fresh ids and one-time use.
 
 use rmcp::model::{ErrorData, InputRequiredResult, RequestMetaObject};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use toolgate::RuleSet;
 
@@ -57,30 +57,9 @@ pub fn declares_form_elicitation(meta: &RequestMetaObject) -> bool {
     }
 }
 
-/// What the person is asked: the tool and its exact arguments, with
-/// invisible, bidirectional and separator characters shown as escapes (the
-/// pretty-printer's own line breaks are the only raw ones).
-pub fn prompt(tool: &str, arguments: Option<&Map<String, Value>>) -> String {
-    let args = serde_json::to_string_pretty(&arguments.cloned().unwrap_or_default()).unwrap_or_default();
-    let args = args
-        .split('\n')
-        .map(policy_core::escape_for_person)
-        .collect::<Vec<_>>()
-        .join("\n");
-    let tool = policy_core::escape_for_person(tool);
-    format!(
-        "Allow the tool call `{tool}` with exactly these arguments?\n{args}\n\nIt changes something. Accept to run it once; decline to refuse."
-    )
-}
-
-/// The form elicitation request's params (the same in both eras).
-pub fn elicitation_params(message: &str) -> Value {
-    json!({
-        "mode": "form",
-        "message": message,
-        "requestedSchema": { "type": "object", "properties": {} }
-    })
-}
+// What the person is asked, and the form it is asked with: the same words
+// as an rmcp server guarded in process.
+pub use toolgate_rmcp::{elicitation_params, prompt};
 
 fn random_id() -> Result<String, String> {
     use base64::Engine as _;
@@ -179,14 +158,5 @@ mod tests {
         let a = random_id().unwrap();
         assert_eq!(a.len(), 22);
         assert_ne!(a, random_id().unwrap());
-    }
-
-    #[test]
-    fn prompt_shows_invisible_characters_escaped() {
-        let mut args = Map::new();
-        args.insert("content".into(), Value::String("ok\u{202e}txt\u{2028}x".into()));
-        let p = prompt("write_file", Some(&args));
-        assert!(p.contains("\\u{202E}") && p.contains("\\u{2028}"), "{p}");
-        assert!(!p.contains('\u{202e}') && !p.contains('\u{2028}'));
     }
 }

@@ -1,0 +1,346 @@
+//! toolgate in front of an [`rmcp`] MCP server, in the server's own process.
+//!
+//! [`Guarded`] wraps any `rmcp` server (every `ServerHandler` is a
+//! `Service<RoleServer>`) and answers two requests itself:
+//!
+//! - `tools/list`: the server's whole catalog (every page) is loaded into the
+//!   engine with the policy, and the tools this context may see are listed
+//!   (filtered, sorted, annotations derived), exactly as `toolgate proxy`
+//!   lists them;
+//! - `tools/call`: the engine decides first. Allowed: the server gets the
+//!   call with exactly the arguments the engine returned. A write that needs
+//!   a person: a client that declared elicitation is asked (the tool and the
+//!   exact arguments, escaped), and only its accept runs the call. Blocked:
+//!   the engine's blocked result. A tool the context may not see, and a tool
+//!   that does not exist, both get the same `Unknown tool` error; neither
+//!   reaches the server.
+//!
+//! Everything else goes to the wrapped server as it is.
+//!
+//! ```no_run
+//! # async fn run(server: impl rmcp::ServerHandler) -> Result<(), Box<dyn std::error::Error>> {
+//! use rmcp::ServiceExt;
+//! let engine = toolgate::Engine::cached()?;
+//! let policy = std::fs::read_to_string("tool_policies.yaml")?;
+//! let guarded = toolgate_rmcp::Guarded::new(server, engine, Some(&policy), toolgate::Context::default())?;
+//! guarded.serve((tokio::io::stdin(), tokio::io::stdout())).await?.waiting().await?;
+//! # Ok(()) }
+//! ```
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientNotification, ClientRequest, ElicitRequestParams,
+    ElicitationAction, ErrorData, ListToolsRequest, ListToolsResult, PaginatedRequestParams, ServerResult, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
+use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+use toolgate::{Confirmation, Context, Engine, Outcome, RuleSet};
+
+/// Why a [`Guarded`] server could not be set up.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum GuardError {
+    /// The policy does not load (syntax, keys, types): its problem, with
+    /// the line and column.
+    Policy(toolgate::Error),
+}
+
+impl GuardError {
+    /// The stable code of the error (`POLICY_…` from the engine).
+    pub fn code(&self) -> String {
+        match self {
+            GuardError::Policy(e) => e.code(),
+        }
+    }
+}
+
+impl std::fmt::Display for GuardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GuardError::Policy(e) => write!(f, "the policy does not load: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for GuardError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            GuardError::Policy(e) => Some(e),
+        }
+    }
+}
+
+/// The rules over the catalog they were loaded with.
+#[derive(Debug)]
+struct Loaded {
+    catalog: String,
+    set: Arc<RuleSet>,
+}
+
+/// An `rmcp` server with a toolgate policy in front of its tools.
+#[derive(Debug)]
+pub struct Guarded<S> {
+    inner: S,
+    engine: Engine,
+    policy: Option<String>,
+    context: String,
+    trust_model_confirmation: bool,
+    ask_timeout: Duration,
+    rules: tokio::sync::Mutex<Option<Loaded>>,
+}
+
+impl<S: Service<RoleServer>> Guarded<S> {
+    /// `policy`: the policy text (`None`: the catalog's own fields decide).
+    /// `context`: the surface, scopes and allowlist every call is decided
+    /// with. The policy is checked now (against no catalog), so a broken
+    /// file stops the server at start, not at its first call.
+    pub fn new(inner: S, engine: Engine, policy: Option<&str>, context: Context) -> Result<Guarded<S>, GuardError> {
+        engine.load(policy, r#"{"tools":[]}"#).map_err(GuardError::Policy)?;
+        Ok(Guarded {
+            inner,
+            engine,
+            policy: policy.map(str::to_owned),
+            context: context.to_json(),
+            trust_model_confirmation: false,
+            ask_timeout: Duration::from_secs(300),
+            rules: tokio::sync::Mutex::default(),
+        })
+    }
+
+    /// Count the model's own `confirmed: true` as the confirmation (for a
+    /// host that keeps its own turn state). Off by default.
+    pub fn trust_model_confirmation(mut self, trust: bool) -> Guarded<S> {
+        self.trust_model_confirmation = trust;
+        self
+    }
+
+    /// How long a person has to answer a confirmation (default 300 s).
+    pub fn ask_timeout(mut self, timeout: Duration) -> Guarded<S> {
+        self.ask_timeout = timeout;
+        self
+    }
+
+    /// The wrapped server.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The server's whole catalog, as the engine reads it.
+    async fn catalog(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        let mut tools: Vec<Tool> = Vec::new();
+        let mut cursor = None;
+        loop {
+            let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(
+                PaginatedRequestParams::default().with_cursor(cursor),
+            ));
+            let page = match self.inner.handle_request(request, context.clone()).await? {
+                ServerResult::ListToolsResult(page) => page,
+                _ => return Err(fault("the server answered tools/list with another result")),
+            };
+            tools.extend(page.tools);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        Ok(json!({ "tools": tools }).to_string())
+    }
+
+    /// The rules over the server's current catalog: loaded again only when
+    /// the catalog changed. A catalog that does not load allows nothing.
+    async fn rules(&self, context: &RequestContext<RoleServer>) -> Result<Arc<RuleSet>, ErrorData> {
+        let catalog = self.catalog(context).await?;
+        let mut slot = self.rules.lock().await;
+        if let Some(loaded) = slot.as_ref()
+            && loaded.catalog == catalog
+        {
+            return Ok(loaded.set.clone());
+        }
+        *slot = None;
+        let set = Arc::new(self.engine.load(self.policy.as_deref(), &catalog).map_err(|e| {
+            fault(&format!(
+                "the server's catalog could not be loaded ({e}); no call is allowed"
+            ))
+        })?);
+        *slot = Some(Loaded {
+            catalog,
+            set: set.clone(),
+        });
+        Ok(set)
+    }
+
+    /// The rules a call is decided by: the last loaded, or loaded now.
+    async fn rules_for_call(&self, context: &RequestContext<RoleServer>) -> Result<Arc<RuleSet>, ErrorData> {
+        if let Some(loaded) = self.rules.lock().await.as_ref() {
+            return Ok(loaded.set.clone());
+        }
+        self.rules(context).await
+    }
+
+    async fn list_tools(&self, context: &RequestContext<RoleServer>) -> Result<ServerResult, ErrorData> {
+        let rules = self.rules(context).await?;
+        let listed = rules
+            .list_exposable_raw(&self.context)
+            .map_err(|e| fault(&format!("tools/list could not be answered: {e}")))?;
+        let result: ListToolsResult =
+            serde_json::from_str(&listed).map_err(|e| fault(&format!("unreadable tools/list from the engine: {e}")))?;
+        Ok(ServerResult::ListToolsResult(result))
+    }
+
+    async fn call_tool(
+        &self,
+        mut params: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let rules = self.rules_for_call(&context).await?;
+        let call =
+            json!({ "name": params.name, "arguments": params.arguments.clone().unwrap_or_default() }).to_string();
+        let first = if self.trust_model_confirmation {
+            Confirmation::Argument
+        } else {
+            Confirmation::None
+        };
+        let mut outcome = rules.decide(call.as_bytes(), &self.context, first);
+        if outcome.forward.is_none()
+            && outcome.decision.code.as_deref() == Some("CONFIRMATION_REQUIRED")
+            && self.asks(&context)
+            && self.ask(&context, &params.name, params.arguments.as_ref()).await
+        {
+            outcome = rules.decide(call.as_bytes(), &self.context, Confirmation::Person);
+        }
+        let Some(forward) = outcome.forward.as_deref() else {
+            return blocked(&outcome, &params.name);
+        };
+        let arguments: Map<String, Value> = serde_json::from_str(forward).map_err(|e| {
+            fault(&format!(
+                "unreadable arguments from the engine: {e}; the call was not run"
+            ))
+        })?;
+        params.arguments = Some(arguments);
+        self.inner
+            .handle_request(ClientRequest::CallToolRequest(CallToolRequest::new(params)), context)
+            .await
+    }
+
+    /// Whether this client can be asked: it declared form elicitation.
+    fn asks(&self, context: &RequestContext<RoleServer>) -> bool {
+        context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some())
+    }
+
+    /// Asks the person about this very call. Only an accept is a yes.
+    async fn ask(
+        &self,
+        context: &RequestContext<RoleServer>,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> bool {
+        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation_params(&prompt(tool, arguments)))
+        else {
+            return false;
+        };
+        matches!(
+            context
+                .peer
+                .create_elicitation_with_timeout(params, Some(self.ask_timeout))
+                .await,
+            Ok(answer) if answer.action == ElicitationAction::Accept
+        )
+    }
+}
+
+impl<S: Service<RoleServer>> Service<RoleServer> for Guarded<S> {
+    async fn handle_request(
+        &self,
+        request: <RoleServer as ServiceRole>::PeerReq,
+        context: RequestContext<RoleServer>,
+    ) -> Result<<RoleServer as ServiceRole>::Resp, ErrorData> {
+        match request {
+            ClientRequest::ListToolsRequest(_) => self.list_tools(&context).await,
+            ClientRequest::CallToolRequest(request) => self.call_tool(request.params, context).await,
+            other => self.inner.handle_request(other, context).await,
+        }
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.inner.handle_notification(notification, context).await
+    }
+
+    fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
+        self.inner.get_info()
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {
+        self.inner.supported_protocol_versions()
+    }
+}
+
+/// The answer to a call that does not run: the engine's blocked result, or
+/// for a tool this context cannot see (hidden or absent alike) the error an
+/// unknown tool gets.
+fn blocked(outcome: &Outcome, name: &str) -> Result<ServerResult, ErrorData> {
+    match outcome.blocked_result.as_deref() {
+        Some(json) => {
+            let result: CallToolResult = serde_json::from_str(json)
+                .map_err(|e| fault(&format!("unreadable blocked result from the engine: {e}")))?;
+            Ok(ServerResult::CallToolResult(result))
+        }
+        None => Err(ErrorData::invalid_params(format!("Unknown tool: {name}"), None)),
+    }
+}
+
+fn fault(message: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("toolgate: {message}"),
+        Some(json!({ "toolgate": "GUARD_ERROR" })),
+    )
+}
+
+/// What the person is asked: the tool and its exact arguments, with
+/// invisible, bidirectional and separator characters shown as escapes (the
+/// pretty-printer's own line breaks are the only raw ones). `toolgate proxy`
+/// asks with the same words.
+pub fn prompt(tool: &str, arguments: Option<&Map<String, Value>>) -> String {
+    let args = serde_json::to_string_pretty(&arguments.cloned().unwrap_or_default()).unwrap_or_default();
+    let args = args
+        .split('\n')
+        .map(policy_core::escape_for_person)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let tool = policy_core::escape_for_person(tool);
+    format!(
+        "Allow the tool call `{tool}` with exactly these arguments?\n{args}\n\nIt changes something. Accept to run it once; decline to refuse."
+    )
+}
+
+/// The form elicitation request's params (the same in both MCP eras).
+pub fn elicitation_params(message: &str) -> Value {
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": { "type": "object", "properties": {} }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn prompt_shows_invisible_characters_escaped() {
+        let mut args = Map::new();
+        args.insert("content".into(), Value::String("ok\u{202e}txt\u{2028}x".into()));
+        let p = prompt("write_file", Some(&args));
+        assert!(p.contains("\\u{202E}") && p.contains("\\u{2028}"), "{p}");
+        assert!(!p.contains('\u{202e}') && !p.contains('\u{2028}'));
+    }
+}

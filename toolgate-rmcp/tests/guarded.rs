@@ -1,0 +1,271 @@
+//! `Guarded<S>` with rmcp's own client on both sides of an in-memory pipe:
+//! what the client sees, what it may run, and what reaches the server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientConfig, ContentBlock, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ErrorData, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService, ServiceExt};
+use serde_json::{Map, Value, json};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use toolgate::{Context, Engine, Surface};
+use toolgate_rmcp::Guarded;
+
+const POLICY: &str = "version: 1
+defaults:
+  operation_type: read_only
+tool_policies:
+  write_note:
+    operation_type: transactional
+    require_confirmation: true
+  admin_reset:
+    operation_type: transactional
+    scopes: [admin]
+";
+
+/// A server with a read, a write and an admin tool, listed in pages of two;
+/// it records every call it runs.
+#[derive(Clone, Default, Debug)]
+struct Notes {
+    ran: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+fn tool(name: &str, read_only: bool) -> Tool {
+    serde_json::from_value(json!({
+        "name": name,
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+        "annotations": {"readOnlyHint": read_only},
+    }))
+    .unwrap()
+}
+
+#[allow(clippy::manual_async_fn)]
+impl rmcp::ServerHandler for Notes {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + Send + '_ {
+        async move {
+            let all = [
+                tool("read_note", true),
+                tool("write_note", false),
+                tool("admin_reset", false),
+            ];
+            let start: usize = request.and_then(|r| r.cursor).map_or(0, |c| c.parse().unwrap());
+            let mut page = ListToolsResult::with_all_items(all.iter().skip(start).take(2).cloned().collect());
+            if start + 2 < all.len() {
+                page.next_cursor = Some((start + 2).to_string());
+            }
+            Ok(page)
+        }
+    }
+
+    fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + '_ {
+        async move {
+            self.ran.lock().unwrap().push((
+                request.name.to_string(),
+                Value::Object(request.arguments.unwrap_or_default()),
+            ));
+            Ok(CallToolResponse::Complete(CallToolResult::success(vec![
+                ContentBlock::text("done"),
+            ])))
+        }
+    }
+}
+
+/// A client that declares elicitation and answers every request with `answer`.
+#[derive(Clone)]
+struct Person {
+    answer: ElicitationAction,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+#[allow(clippy::manual_async_fn)]
+impl rmcp::ClientHandler for Person {
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
+        async move {
+            let message = serde_json::to_value(&request).unwrap()["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            self.asked.lock().unwrap().push(message);
+            Ok(ElicitResult::new(self.answer.clone()))
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "person", "version": "0"},
+        }))
+        .unwrap()
+    }
+}
+
+async fn serve<C: rmcp::ClientHandler>(server: Notes, context: Context, client: C) -> RunningService<RoleClient, C> {
+    let engine = Engine::cached().unwrap();
+    let guarded = Guarded::new(server, engine, Some(POLICY), context).unwrap();
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(running) = guarded.serve(theirs).await {
+            let _ = running.waiting().await;
+        }
+    });
+    client.serve(ours).await.unwrap()
+}
+
+fn arguments(value: Value) -> Map<String, Value> {
+    value.as_object().unwrap().clone()
+}
+
+fn code(result: &CallToolResult) -> Option<String> {
+    if result.is_error != Some(true) {
+        return None;
+    }
+    let text = serde_json::to_value(&result.content[0]).unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let decision: Value = serde_json::from_str(&text).unwrap();
+    decision["error"]["code"].as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_cannot_be_asked_gets_the_engines_answers_and_nothing_unconfirmed_runs() {
+    let server = Notes::default();
+    let route = Context::from_flags(Surface::Confirming, Some(""), Some("read_note,write_note"));
+    let client = serve(server.clone(), route, ()).await;
+
+    // Every page of the server's catalog, filtered: admin_reset is not on
+    // this route's allowlist.
+    let listed: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(listed, vec!["read_note", "write_note"]);
+
+    let read = client
+        .call_tool(CallToolRequestParams::new("read_note").with_arguments(arguments(json!({"text": "a"}))))
+        .await
+        .unwrap();
+    assert_eq!(code(&read), None);
+
+    // The model's own `confirmed: true` does not confirm.
+    let write = client
+        .call_tool(
+            CallToolRequestParams::new("write_note").with_arguments(arguments(json!({"text": "b", "confirmed": true}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code(&write).as_deref(), Some("CONFIRMATION_REQUIRED"));
+
+    // Hidden and absent tools: the same error, and neither runs.
+    let hidden = client
+        .call_tool(CallToolRequestParams::new("admin_reset"))
+        .await
+        .unwrap_err()
+        .to_string();
+    let absent = client
+        .call_tool(CallToolRequestParams::new("no_such_tool"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(hidden.replace("admin_reset", "X"), absent.replace("no_such_tool", "X"));
+
+    let ran = server.ran.lock().unwrap().clone();
+    assert_eq!(ran, vec![("read_note".to_owned(), json!({"text": "a"}))]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_is_asked_and_only_an_accept_runs_the_exact_call() {
+    let server = Notes::default();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let yes = Person {
+        answer: ElicitationAction::Accept,
+        asked: asked.clone(),
+    };
+    let client = serve(server.clone(), Context::default(), yes).await;
+    let write = client
+        .call_tool(
+            CallToolRequestParams::new("write_note")
+                .with_arguments(arguments(json!({"text": "ok\u{202e}txt", "confirmed": true}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code(&write), None, "{write:?}");
+    let question = asked.lock().unwrap()[0].clone();
+    assert!(
+        question.contains("write_note") && question.contains("\\u{202E}"),
+        "{question}"
+    );
+    // The engine's arguments: the model's `confirmed` is gone.
+    assert_eq!(
+        server.ran.lock().unwrap().clone(),
+        vec![("write_note".to_owned(), json!({"text": "ok\u{202e}txt"}))]
+    );
+    client.cancel().await.unwrap();
+
+    let server = Notes::default();
+    let no = Person {
+        answer: ElicitationAction::Decline,
+        asked: Arc::default(),
+    };
+    let client = serve(server.clone(), Context::default(), no).await;
+    let write = client
+        .call_tool(CallToolRequestParams::new("write_note").with_arguments(arguments(json!({"text": "c"}))))
+        .await
+        .unwrap();
+    assert_eq!(code(&write).as_deref(), Some("CONFIRMATION_REQUIRED"));
+    assert!(server.ran.lock().unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_context_decides_what_is_listed_and_a_bad_policy_stops_at_start() {
+    let server = Notes::default();
+    let direct = Context::from_flags(Surface::Direct, Some("admin"), None);
+    let client = serve(server.clone(), direct, ()).await;
+    let listed: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    // The direct surface shows only reads that need no confirmation.
+    assert_eq!(listed, vec!["read_note"]);
+    client.cancel().await.unwrap();
+
+    let engine = Engine::cached().unwrap();
+    let error = Guarded::new(
+        Notes::default(),
+        engine,
+        Some("version: 1\ntool_policies:\n  x:\n    require_confirmation: \"yes\"\n"),
+        Context::default(),
+    )
+    .unwrap_err();
+    assert!(error.code().starts_with("POLICY_"), "{error}");
+    assert!(error.to_string().contains("4:"), "{error}");
+}
