@@ -297,9 +297,12 @@ fn check_a_policy_alone_then_as_json() {
     assert_eq!(report["findings"][0]["line"], 4);
     assert_eq!(report["findings"][0]["severity"], "error");
 
-    // An unreadable input is exit 2, a usage error 64.
+    // An unreadable input is exit 2 (one line, each cause once), a usage error 64.
     let out = run(&["check", "--policy", &dir.join("missing.yaml").to_string_lossy()], b"");
     assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert_eq!(said.matches("No such file").count(), 1, "{said}");
     let out = run(
         &[
             "check",

@@ -227,7 +227,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("toolgate: {e:#}");
+            eprintln!("toolgate: {}", one_line(&e));
             ExitCode::from(EXIT_LOAD)
         }
     }
@@ -271,6 +271,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// An error and its causes on one line, each cause said once (an error
+/// that prints its source and also returns it would otherwise say it twice).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 pub fn read_text(path: &Path) -> Result<String> {
