@@ -14,7 +14,6 @@ list prints the tools/list result the context may see.
 
 const EX_USAGE = 64;
 const EX_LOAD = 2;
-const EX_FAILURE = 1;
 
 function usageError(/** @type {string} */ message) {
   process.stderr.write(`toolgate: ${message}\n${USAGE}`);
@@ -82,7 +81,7 @@ const OS_ERRORS = /** @type {Record<string, string>} */ ({
   EISDIR: 'Is a directory (os error 21)',
 });
 
-/** Reads a file as UTF-8 text; failures as the Rust CLI reports them (exit 1). */
+/** Reads a file as UTF-8 text; failures as the Rust CLI reports them (exit 2: an input could not be read). */
 function readText(/** @type {string} */ path) {
   let bytes;
   try {
@@ -90,13 +89,13 @@ function readText(/** @type {string} */ path) {
   } catch (e) {
     const err = /** @type {any} */ (e);
     process.stderr.write(`toolgate: cannot read ${path}: ${OS_ERRORS[err.code] ?? err.message}\n`);
-    process.exit(EX_FAILURE);
+    process.exit(EX_LOAD);
   }
   try {
     return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
     process.stderr.write(`toolgate: ${path}: not valid UTF-8\n`);
-    process.exit(EX_FAILURE);
+    process.exit(EX_LOAD);
   }
 }
 
@@ -124,7 +123,7 @@ async function main() {
       process.exit(EX_LOAD);
     }
     process.stderr.write(`toolgate: ${/** @type {Error} */ (e).message}\n`);
-    process.exit(EX_FAILURE);
+    process.exit(EX_LOAD);
   }
 
   if (args.command === 'list') {
@@ -133,7 +132,7 @@ async function main() {
       out = gate.listExposable(args.context).json;
     } catch (e) {
       process.stderr.write(`toolgate: ${/** @type {Error} */ (e).message} (${/** @type {any} */ (e).code})\n`);
-      process.exit(EX_FAILURE);
+      process.exit(EX_LOAD);
     }
     process.stdout.write(out + '\n');
     return;

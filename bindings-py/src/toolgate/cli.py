@@ -19,7 +19,8 @@ from typing import IO, NoReturn
 from ._rules import EngineFault, LoadError, RuleSet
 from ._types import dumps
 
-EXIT_FAILURE = 1
+# The Rust CLI's table: 2 when an input cannot be read or loaded (or the
+# engine fails), 64 for usage errors.
 EXIT_LOAD = 2
 EXIT_USAGE = 64
 _BLANK = b" \t\n\r\x0c"
@@ -168,10 +169,10 @@ def main(
     if args.policy is not None:
         policy = _read(args.policy, stderr)
         if policy is None:
-            return EXIT_FAILURE
+            return EXIT_LOAD
     catalog = _read(args.catalog, stderr)
     if catalog is None:
-        return EXIT_FAILURE
+        return EXIT_LOAD
     try:
         rules = RuleSet.load(catalog=catalog, policy=policy)
     except LoadError as e:
@@ -182,7 +183,7 @@ def main(
         return EXIT_LOAD
     except EngineFault as e:
         stderr.write(f"toolgate: {e.message} ({e.code})\n")
-        return EXIT_FAILURE
+        return EXIT_LOAD
 
     if args.command == "list":
         try:
