@@ -1262,30 +1262,9 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// An approval event about this call (link given, approval consumed).
-    fn record_approval(&self, code: Option<&str>, event: &str, id: &str, digest: &str, outcome: &str) {
-        self.state.audit(Record {
-            tool: &self.name,
-            code,
-            revision: self.revision,
-            surface: self.state.config.surface(),
-            confirmation: Some("approval"),
-            seal: None,
-            approval: Some(id),
-            digest: Some(digest),
-            event: Some(event),
-            outcome,
-            arguments: self.arguments.as_ref(),
-            caller: &self.caller.subject,
-            would_block: false,
-        });
-    }
-
-    /// Shadow mode: the call the policy would have blocked with `code`,
-    /// forwarded.
-    fn record_would_block(&self, code: Option<&str>) {
-        self.state.config.metrics.decision(self.label, code);
-        self.state.audit(Record {
+    /// This call's audit line with `code` and `outcome`, nothing else said.
+    fn line<'r>(&'r self, code: Option<&'r str>, outcome: &'r str) -> Record<'r> {
+        Record {
             tool: &self.name,
             code,
             revision: self.revision,
@@ -1295,29 +1274,40 @@ impl<'a> Call<'a> {
             approval: None,
             digest: None,
             event: None,
-            outcome: "forwarded",
+            outcome,
             arguments: self.arguments.as_ref(),
             caller: &self.caller.subject,
+            would_block: false,
+        }
+    }
+
+    /// An approval event about this call (link given, approval consumed).
+    fn record_approval(&self, code: Option<&str>, event: &str, id: &str, digest: &str, outcome: &str) {
+        self.state.audit(Record {
+            confirmation: Some("approval"),
+            approval: Some(id),
+            digest: Some(digest),
+            event: Some(event),
+            ..self.line(code, outcome)
+        });
+    }
+
+    /// Shadow mode: the call the policy would have blocked with `code`,
+    /// forwarded.
+    fn record_would_block(&self, code: Option<&str>) {
+        self.state.config.metrics.decision(self.label, code);
+        self.state.audit(Record {
             would_block: true,
+            ..self.line(code, "forwarded")
         });
     }
 
     fn record(&self, code: Option<&str>, confirmation: Option<&str>, seal: Option<&str>, outcome: &str) {
         self.state.config.metrics.decision(self.label, code);
         self.state.audit(Record {
-            tool: &self.name,
-            code,
-            revision: self.revision,
-            surface: self.state.config.surface(),
             confirmation,
             seal,
-            approval: None,
-            digest: None,
-            event: None,
-            outcome,
-            arguments: self.arguments.as_ref(),
-            caller: &self.caller.subject,
-            would_block: false,
+            ..self.line(code, outcome)
         });
     }
 }

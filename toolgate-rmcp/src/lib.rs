@@ -262,6 +262,13 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Guarded<S> {
         match request {
             ClientRequest::ListToolsRequest(_) => self.list_tools(&context).await,
             ClientRequest::CallToolRequest(request) => self.call_tool(request.params, context).await,
+            // A `tools/call` or `tools/list` whose params do not fit their
+            // type arrives as a custom request: it is refused, never handed
+            // to the server undecided.
+            ClientRequest::CustomRequest(request) if is_tool_method(&request.method) => Err(ErrorData::invalid_params(
+                format!("toolgate: malformed {} request; nothing was run", request.method),
+                None,
+            )),
             other => self.inner.handle_request(other, context).await,
         }
     }
@@ -271,6 +278,13 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Guarded<S> {
         notification: ClientNotification,
         context: NotificationContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // A `tools/call` sent as a notification is dropped: a call runs only
+        // as a request, after a decision.
+        if let ClientNotification::CustomNotification(n) = &notification
+            && is_tool_method(&n.method)
+        {
+            return Ok(());
+        }
         self.inner.handle_notification(notification, context).await
     }
 
@@ -295,6 +309,11 @@ fn blocked(outcome: &Outcome, name: &str) -> Result<ServerResult, ErrorData> {
         }
         None => Err(ErrorData::invalid_params(format!("Unknown tool: {name}"), None)),
     }
+}
+
+/// The methods `Guarded` answers itself.
+fn is_tool_method(method: &str) -> bool {
+    matches!(method, "tools/call" | "tools/list")
 }
 
 fn fault(message: &str) -> ErrorData {

@@ -269,3 +269,50 @@ async fn the_context_decides_what_is_listed_and_a_bad_policy_stops_at_start() {
     assert!(error.code().starts_with("POLICY_"), "{error}");
     assert!(error.to_string().contains("4:"), "{error}");
 }
+
+/// Raw JSON-RPC lines: a `tools/call` with params that do not fit its type,
+/// and one sent as a notification, reach nothing; the session goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_and_notification_calls_never_reach_the_server() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let server = Notes::default();
+    let engine = Engine::cached().unwrap();
+    let guarded = Guarded::new(server.clone(), engine, Some(POLICY), Context::default())
+        .unwrap()
+        .trust_model_confirmation(true);
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(running) = guarded.serve(theirs).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (read, mut write) = tokio::io::split(ours);
+    let mut lines = BufReader::new(read).lines();
+    let write_args = r#"{"text":"x","confirmed":true}"#;
+    let sent = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":["write_note"],"arguments":{write_args}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"write_note","arguments":{write_args}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"write_note","arguments":{write_args}}}}}"#),
+    ];
+    for line in &sent {
+        write.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+    }
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 3 {
+        let line = lines.next_line().await.unwrap().unwrap();
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = message.get("id").and_then(Value::as_i64) {
+            answers.insert(id, message);
+        }
+    }
+    assert!(answers[&2].get("error").is_some(), "{}", answers[&2]);
+    // Only the well-formed request ran (the model's word trusted here), with
+    // the engine's arguments.
+    assert!(answers[&3].get("result").is_some(), "{}", answers[&3]);
+    assert_eq!(
+        server.ran.lock().unwrap().clone(),
+        vec![("write_note".to_owned(), json!({"text": "x"}))]
+    );
+}
