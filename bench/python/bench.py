@@ -166,7 +166,7 @@ def toolgate_loop(rules: Any, calls: list[bytes], context: str) -> Callable[[int
 @contextmanager
 def _package_runtime(rt: Any) -> Iterator[None]:
     """Makes `rt` the package's process-wide runtime while the block runs."""
-    from toolgate import _runtime
+    from mcp_toolgate import _runtime
 
     saved = _runtime._RUNTIME
     _runtime._RUNTIME = rt
@@ -178,7 +178,7 @@ def _package_runtime(rt: Any) -> Iterator[None]:
 
 def _floor_rules(path: Path) -> tuple[Any, float]:
     """A RuleSet whose instance runs the floor component (see the module doc)."""
-    from toolgate import RuleSet, _runtime
+    from mcp_toolgate import RuleSet, _runtime
 
     if not path.is_file():
         raise BenchError(
@@ -326,12 +326,13 @@ def check_agreement(
 
 def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
     start: dict[str, Any] = {}
-    _, took = timed(lambda: __import__("toolgate"))
+    _, took = timed(lambda: __import__("mcp_toolgate"))
     start["import_toolgate_ms"] = ms(took)
+    from mcp_toolgate import RuleSet, _runtime
+
     _, took = timed(lambda: __import__("cedarpy"))
     start["import_cedarpy_ms"] = ms(took)
     import cedarpy
-    from toolgate import RuleSet, _runtime
 
     mix: list[dict[str, Any]] = json.loads(read_text(data / "mix.json"))["calls"]
     policy = read_text(data / "policy.yaml")

@@ -34,13 +34,13 @@ fi
 if [ ! -f "$ROOT/dist/toolgate_policy.wasm" ]; then
   (cd "$ROOT" && cargo run -q -p component-build -- dist/toolgate_policy.wasm)
 fi
-mapfile -t inputs < <(cd "$ROOT" && find bindings-py/src/toolgate -name '*.py' -o -name py.typed | sort)
+mapfile -t inputs < <(cd "$ROOT" && find bindings-py/src/mcp_toolgate -name '*.py' -o -name py.typed | sort)
 wheel_stamp="$(cd "$ROOT" && stamp_of "${inputs[@]}" bindings-py/pyproject.toml bindings-py/hatch_build.py dist/toolgate_policy.wasm)"
 if [ "$(cat "$VENV/.wheel-stamp" 2>/dev/null)" != "$wheel_stamp" ]; then
   rm -rf "$WHEELS"
   "$VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w "$WHEELS" "$ROOT/bindings-py"
-  WHEEL="$(ls "$WHEELS"/toolgate-*.whl)"
+  WHEEL="$(ls "$WHEELS"/mcp_toolgate-*.whl)"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$WHEEL"
-  "$VENV/bin/python" -c 'import zipfile,sys; n=zipfile.ZipFile(sys.argv[1]).namelist(); assert "toolgate/toolgate_policy.wasm" in n, n' "$WHEEL"
+  "$VENV/bin/python" -c 'import zipfile,sys; n=zipfile.ZipFile(sys.argv[1]).namelist(); assert "mcp_toolgate/toolgate_policy.wasm" in n, n' "$WHEEL"
   echo "$wheel_stamp" >"$VENV/.wheel-stamp"
 fi

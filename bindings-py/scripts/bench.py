@@ -30,7 +30,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TOOLGATE_CACHE_DIR"] = cache
-        from toolgate import Context, RuleSet, _fastpath, _runtime
+        from mcp_toolgate import Context, RuleSet, _fastpath, _runtime
 
         wasm = _runtime.component_path().read_bytes()
         t = time.perf_counter()

@@ -22,9 +22,9 @@ rm -rf "$VENV"
 echo "== bindings-py: wheel"
 rm -rf "$HERE/build/wheel"
 "$VENV/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$HERE/build/wheel" "$HERE"
-WHEEL="$(ls "$HERE"/build/wheel/toolgate-*.whl)"
+WHEEL="$(ls "$HERE"/build/wheel/mcp_toolgate-*.whl)"
 "$VENV/bin/python" -m pip install -q --no-deps --force-reinstall "$WHEEL"
-"$VENV/bin/python" -c 'import zipfile,sys; n=zipfile.ZipFile(sys.argv[1]).namelist(); assert "toolgate/toolgate_policy.wasm" in n, n; print("wheel:", sys.argv[1], "carries the component")' "$WHEEL"
+"$VENV/bin/python" -c 'import zipfile,sys; n=zipfile.ZipFile(sys.argv[1]).namelist(); assert "mcp_toolgate/toolgate_policy.wasm" in n, n; print("wheel:", sys.argv[1], "carries the component")' "$WHEEL"
 
 echo "== bindings-py: ruff"
 "$VENV/bin/ruff" check src tests scripts examples hatch_build.py

@@ -19,6 +19,6 @@ RUST_CLI = Path(os.environ.get("TOOLGATE_RUST_CLI", REPO / "target" / "release" 
 
 @pytest.fixture(scope="session")
 def retail_rules():
-    from toolgate import RuleSet
+    from mcp_toolgate import RuleSet
 
     return RuleSet.from_files(FIXTURES / "retail-tools.yaml", FIXTURES / "retail-policy.yaml")

@@ -7,18 +7,18 @@ from typing import Any
 
 import pytest
 
-import toolgate
+import mcp_toolgate
 from conftest import FIXTURES
-from toolgate import Context, Decision, LoadError, Outcome, ProblemError, RuleSet, ToolCall, TurnState
+from mcp_toolgate import Context, Decision, LoadError, Outcome, ProblemError, RuleSet, ToolCall, TurnState
 
 
 def test_contract_version_is_checked() -> None:
-    assert toolgate.contract_version() == toolgate.CONTRACT_VERSION == "0.2.0"
-    assert toolgate._runtime.INTERFACE == "toolgate:policy/engine@0.2.0"
+    assert mcp_toolgate.contract_version() == mcp_toolgate.CONTRACT_VERSION == "0.2.0"
+    assert mcp_toolgate._runtime.INTERFACE == "toolgate:policy/engine@0.2.0"
 
 
 def test_component_is_shipped_inside_the_package() -> None:
-    path = toolgate.component_path()
+    path = mcp_toolgate.component_path()
     assert path.name == "toolgate_policy.wasm" and path.is_file()
     assert path.read_bytes()[:4] == b"\0asm"
 
@@ -76,7 +76,7 @@ def test_load_error_names_line_column_and_code() -> None:
     with pytest.raises(LoadError) as info:
         RuleSet.load(catalog=catalog, policy='version: 1\ndefaults:\n  require_confirmation: "true"\n')
     e = info.value
-    assert isinstance(e, toolgate.ToolgateError)
+    assert isinstance(e, mcp_toolgate.ToolgateError)
     assert e.code == e.problem.code and e.origin == "policy" and (e.line, e.column) == (3, 25)
     assert e.problem.location("p.yaml", "c.yaml") == "p.yaml:3:25"
 
@@ -202,7 +202,7 @@ def test_seal_payload_and_a_sealed_confirmation(retail_rules: RuleSet) -> None:
     sid = "seal-id-0123456789"
     payload = retail_rules.seal_payload(RETURN, "user-1", sid, 2_000)
     assert json.loads(payload) == {
-        "v": toolgate.CONTRACT_VERSION,
+        "v": mcp_toolgate.CONTRACT_VERSION,
         "tool": "solicitar_devolucao",
         "digest": retail_rules.decide(RETURN).digest,
         "revision": retail_rules.revision,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-import toolgate
+import mcp_toolgate
 from conftest import VECTORS
-from toolgate import FAULTS, RuleSet, _faults, _runtime
+from mcp_toolgate import FAULTS, RuleSet, _faults, _runtime
 
 VECTOR = json.loads((VECTORS / "budget-exponential-anyof.json").read_text(encoding="utf-8"))
 RUNAWAY = next(c for c in VECTOR["cases"] if c.get("component_only"))["call_text"].encode()
@@ -18,7 +18,7 @@ def test_fuel_is_a_backstop_above_the_guest_budget() -> None:
     assert _runtime.DEFAULT_CALL_FUEL == _faults.CALL_BUDGET * _faults.FUEL_BACKSTOP_FACTOR
     assert _runtime.DEFAULT_CALL_FUEL > _faults.CALL_BUDGET
     assert _runtime.DEFAULT_LOAD_FUEL > _faults.LOAD_BUDGET
-    assert toolgate.MAX_INPUT_BYTES == _faults.MAX_INPUT_BYTES
+    assert mcp_toolgate.MAX_INPUT_BYTES == _faults.MAX_INPUT_BYTES
 
 
 def test_the_meter_stops_a_runaway_call_not_the_fuel_and_the_next_call_is_served() -> None:

@@ -1,7 +1,7 @@
 """Security review, issue 11 (7): the CLIs read --scopes / --allow alike.
 
 The same flags (Unicode whitespace around items, empty items, repeated flags)
-go through ``python -m toolgate``, the Node CLI (bindings-js/bin, when its
+go through ``python -m mcp_toolgate``, the Node CLI (bindings-js/bin, when its
 component is built) and the Rust CLI (target/release/toolgate, when built);
 stdout bytes and exit codes must be identical (stderr wording may differ).
 Python's answers are also checked against the Rust rule itself
@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from conftest import REPO, RUST_CLI
-from toolgate import RuleSet
+from mcp_toolgate import RuleSet
 
 NODE_CLI = REPO / "bindings-js" / "bin" / "toolgate.mjs"
 NODE_BUILT = (REPO / "bindings-js" / "gen" / "toolgate_policy.js").is_file()
@@ -102,7 +102,7 @@ def _rust_trim(item: str) -> str:
 
 
 def _expected(flags: list[str], rules: RuleSet) -> tuple[int, bytes]:
-    """The Rust CLI's rule, written out independently of toolgate.cli."""
+    """The Rust CLI's rule, written out independently of mcp_toolgate.cli."""
     given: dict[str, str] = {}
     i = 0
     while i < len(flags):
@@ -159,13 +159,13 @@ def test_flags_read_as_the_rust_cli_reads_them(case: list[str], files: dict[str,
     argv = _argv(case, files)
     rules = RuleSet.load(catalog=json.dumps(CATALOG), policy="version: 1\n" if "--policy" in case else None)
     expected = _expected(argv[1:], rules)
-    python = _run([sys.executable, "-m", "toolgate"], argv)
+    python = _run([sys.executable, "-m", "mcp_toolgate"], argv)
     assert python == expected, argv
     for name, cli in _others():
         assert _run(cli, argv) == python, (name, argv)
     for command_case in (["eval", *argv[1:]],):
         got = subprocess.run(
-            [sys.executable, "-m", "toolgate", *command_case],
+            [sys.executable, "-m", "mcp_toolgate", *command_case],
             input=b'{"name":"alpha","arguments":{}}\n',
             capture_output=True,
             timeout=120,

@@ -24,9 +24,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from toolgate import Context, RuleSet
-from toolgate._calljson import MAX_DEPTH, REFUSED, call_json, engine_json
-from toolgate.middleware import protect
+from mcp_toolgate import Context, RuleSet
+from mcp_toolgate._calljson import MAX_DEPTH, REFUSED, call_json, engine_json
+from mcp_toolgate.middleware import protect
 
 CATALOG = json.dumps(
     {

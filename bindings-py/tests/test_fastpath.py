@@ -1,4 +1,4 @@
-"""The fast path (`toolgate._fastpath`: wasmtime's C API through wasmtime-py's
+"""The fast path (`mcp_toolgate._fastpath`: wasmtime's C API through wasmtime-py's
 private bindings) against wasmtime-py's public component API: the same bytes
 for every shared vector and for every fault; and the version gate that keeps
 the fast path to the wasmtime-py versions it was verified against."""
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import wasmtime
 
-import toolgate
+import mcp_toolgate
 import vectorfile
 from conftest import FIXTURES, VECTORS
-from toolgate import FAULTS, EngineFault, LoadError, ProblemError, RuleSet, _fastpath, _runtime
-from toolgate._types import fault_outcome
+from mcp_toolgate import FAULTS, EngineFault, LoadError, ProblemError, RuleSet, _fastpath, _runtime
+from mcp_toolgate._types import fault_outcome
 
 SHARED = sorted(p for p in VECTORS.glob("*.json") if p.name != "host-faults.json")
 BUDGET = json.loads((VECTORS / "budget-exponential-anyof.json").read_text(encoding="utf-8"))
@@ -314,7 +314,7 @@ PRIVATE = (
 
 
 def test_only_the_fastpath_module_touches_private_wasmtime() -> None:
-    package = Path(toolgate.__file__).parent
+    package = Path(mcp_toolgate.__file__).parent
     for source in package.glob("*.py"):
         if source.name == "_fastpath.py":
             continue

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-import toolgate
+import mcp_toolgate
 from conftest import FIXTURES, VECTORS
-from toolgate import FAULTS, MAX_INPUT_BYTES, EngineFault, RuleSet, _runtime
-from toolgate._types import blocked_result_json, fault_outcome
+from mcp_toolgate import FAULTS, MAX_INPUT_BYTES, EngineFault, RuleSet, _runtime
+from mcp_toolgate._types import blocked_result_json, fault_outcome
 
 LOOKUP = b'{"name":"consultar_pedido","arguments":{"order_id":"123"}}'
 
@@ -67,8 +67,8 @@ def _assert_served(rules: RuleSet, good: tuple[str, str, str]) -> None:
 def test_limits_have_defaults() -> None:
     rules = _retail()
     # Fuel is a backstop 2x the guest budget (component-build/src/limits.rs), not a per-runtime number.
-    assert rules.call_fuel == toolgate._runtime.DEFAULT_CALL_FUEL == toolgate._faults.CALL_BUDGET * 2
-    assert rules.memory_limit == toolgate._runtime.DEFAULT_MEMORY_LIMIT == 1 << 30
+    assert rules.call_fuel == mcp_toolgate._runtime.DEFAULT_CALL_FUEL == mcp_toolgate._faults.CALL_BUDGET * 2
+    assert rules.memory_limit == mcp_toolgate._runtime.DEFAULT_MEMORY_LIMIT == 1 << 30
     assert MAX_INPUT_BYTES == 4 << 20
 
 
@@ -83,7 +83,7 @@ def test_fuel_exhaustion_denies_with_engine_limit_and_the_next_call_is_served() 
     with pytest.raises(EngineFault) as info:
         rules.turn_json("", SMALL_TURN)
     assert info.value.code == "ENGINE_LIMIT"
-    rules.call_fuel = toolgate._runtime.DEFAULT_CALL_FUEL
+    rules.call_fuel = mcp_toolgate._runtime.DEFAULT_CALL_FUEL
     _assert_served(rules, good)
 
 

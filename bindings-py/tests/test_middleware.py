@@ -20,9 +20,9 @@ from mcp.shared.message import SessionMessage
 
 import vectorfile
 from conftest import VECTORS
+from mcp_toolgate import Context
+from mcp_toolgate.middleware import protect
 from test_exact_args import _Lines
-from toolgate import Context
-from toolgate.middleware import protect
 
 POLICY = """version: 1
 defaults:

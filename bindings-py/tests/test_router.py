@@ -17,8 +17,8 @@ import conversation
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
-from toolgate import RuleSet
-from toolgate.router import McpToolRouter
+from mcp_toolgate import RuleSet
+from mcp_toolgate.router import McpToolRouter
 
 CATALOG = EXAMPLES / "retail" / "tools.yaml"
 POLICY = EXAMPLES / "retail" / "tool_policies.yaml"

@@ -1,4 +1,4 @@
-"""Sealed requestState (toolgate.seal): the Rust gateway's tokens
+"""Sealed requestState (mcp_toolgate.seal): the Rust gateway's tokens
 (tests/vectors/seals/request-state.json) open here to the same payload, or are
 refused, and the engine decides the opened payloads as the gateway does; plus
 round trip, rotation, tampering and key-ring checks (as bindings-js's
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from conftest import VECTORS
-from toolgate import RuleSet, ToolgateError, seal
-from toolgate.seal import MAX_STATE_TOKEN_BYTES, InvalidStateError, StateKeyError, StateKeys
+from mcp_toolgate import RuleSet, ToolgateError, seal
+from mcp_toolgate.seal import MAX_STATE_TOKEN_BYTES, InvalidStateError, StateKeyError, StateKeys
 
 VECTOR_PATH = VECTORS / "seals" / "request-state.json"
 DOC: dict[str, Any] = json.loads(VECTOR_PATH.read_text(encoding="utf-8"))
@@ -249,18 +249,18 @@ def test_key_ring_refusals() -> None:
 
 
 def test_lazy_export() -> None:
-    # `import toolgate` does not import cryptography; toolgate.StateKeys does.
+    # `import mcp_toolgate` does not import cryptography; mcp_toolgate.StateKeys does.
     code = (
         "import sys, toolgate\n"
-        "assert 'cryptography' not in sys.modules and 'toolgate.seal' not in sys.modules\n"
-        "from toolgate import StateKeys, InvalidStateError, StateKeyError, MIN_SECRET_BYTES\n"
-        "assert StateKeys is sys.modules['toolgate.seal'].StateKeys and MIN_SECRET_BYTES == 32\n"
-        "assert issubclass(InvalidStateError, toolgate.ToolgateError)\n"
+        "assert 'cryptography' not in sys.modules and 'mcp_toolgate.seal' not in sys.modules\n"
+        "from mcp_toolgate import StateKeys, InvalidStateError, StateKeyError, MIN_SECRET_BYTES\n"
+        "assert StateKeys is sys.modules['mcp_toolgate.seal'].StateKeys and MIN_SECRET_BYTES == 32\n"
+        "assert issubclass(InvalidStateError, mcp_toolgate.ToolgateError)\n"
         "assert 'cryptography' not in sys.modules\n"
         "StateKeys(['x' * 32])\n"
         "assert 'cryptography' in sys.modules\n"
         "try:\n"
-        "    toolgate.NoSuchName\n"
+        "    mcp_toolgate.NoSuchName\n"
         "except AttributeError:\n"
         "    pass\n"
         "else:\n"

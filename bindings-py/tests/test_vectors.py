@@ -1,5 +1,5 @@
 """SPEC §4-§6 conformance: every shared vector file, byte for byte, through the
-Python API and through `python -m toolgate` (and against the Rust CLI when it
+Python API and through `python -m mcp_toolgate` (and against the Rust CLI when it
 is built)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 
 import vectorfile
 from conftest import DATA, RUST_CLI, VECTORS
-from toolgate import LoadError, ProblemError, RuleSet
-from toolgate.cli import main as cli_main
+from mcp_toolgate import LoadError, ProblemError, RuleSet
+from mcp_toolgate.cli import main as cli_main
 
 SHARED = sorted(p for p in VECTORS.glob("*.json") if p.name != "host-faults.json")
 OWN = sorted((DATA / "vectors").glob("*.json"))
@@ -171,7 +171,7 @@ def test_cli_matches_rust_cli(path: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for argv, stdin, _ in cli_runs(vf, Path(tmp)):
             rust = subprocess.run([str(RUST_CLI), *argv], input=stdin, capture_output=True)
-            py = subprocess.run([sys.executable, "-m", "toolgate", *argv], input=stdin, capture_output=True)
+            py = subprocess.run([sys.executable, "-m", "mcp_toolgate", *argv], input=stdin, capture_output=True)
             assert (py.returncode, py.stdout, py.stderr) == (rust.returncode, rust.stdout, rust.stderr), argv
 
 

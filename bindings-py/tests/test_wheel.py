@@ -1,5 +1,5 @@
 """Packaging: the wheel carries the component, installs into a fresh virtual
-environment, and its `python -m toolgate` prints the expected bytes."""
+environment, and its `python -m mcp_toolgate` prints the expected bytes."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import toolgate
+import mcp_toolgate
 import vectorfile
 from conftest import BINDINGS, DATA, FIXTURES, REPO
 
-WASM = "toolgate/toolgate_policy.wasm"
+WASM = "mcp_toolgate/toolgate_policy.wasm"
 
 
 def _build_wheel(project: Path, out: Path, env: dict[str, str] | None = None) -> Path:
@@ -27,7 +27,7 @@ def _build_wheel(project: Path, out: Path, env: dict[str, str] | None = None) ->
         check=True,
         env={**{k: v for k, v in os.environ.items() if k != "TOOLGATE_COMPONENT"}, **(env or {})},
     )
-    (wheel,) = out.glob("toolgate-*.whl")
+    (wheel,) = out.glob("mcp_toolgate-*.whl")
     return wheel
 
 
@@ -44,18 +44,18 @@ def _copy_project(dest: Path) -> Path:
 
 def test_wheel_contains_the_component_and_type_marker(tmp_path: Path) -> None:
     wheel = _build_wheel(
-        _copy_project(tmp_path / "repo"), tmp_path / "out", {"TOOLGATE_COMPONENT": str(toolgate.component_path())}
+        _copy_project(tmp_path / "repo"), tmp_path / "out", {"TOOLGATE_COMPONENT": str(mcp_toolgate.component_path())}
     )
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         assert {
             WASM,
-            "toolgate/py.typed",
-            "toolgate/__main__.py",
-            "toolgate/router.py",
-            "toolgate/middleware.py",
+            "mcp_toolgate/py.typed",
+            "mcp_toolgate/__main__.py",
+            "mcp_toolgate/router.py",
+            "mcp_toolgate/middleware.py",
         } <= names
-        assert z.read(WASM) == toolgate.component_path().read_bytes()
+        assert z.read(WASM) == mcp_toolgate.component_path().read_bytes()
 
 
 def test_build_step_builds_a_missing_component_with_cargo(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_build_step_builds_a_missing_component_with_cargo(tmp_path: Path) -> Non
         "#!/bin/sh\n"
         f'echo "$@" > "{log}"\n'
         'for last; do :; done\nmkdir -p "$(dirname "$last")"\n'
-        f'cp "{toolgate.component_path()}" "$last"\n'
+        f'cp "{mcp_toolgate.component_path()}" "$last"\n'
     )
     fake.chmod(0o755)
     env = {"TOOLGATE_CARGO": str(fake)}
@@ -82,7 +82,7 @@ def test_build_step_builds_a_missing_component_with_cargo(tmp_path: Path) -> Non
         str(repo / "dist" / "toolgate_policy.wasm"),
     ]
     with zipfile.ZipFile(wheel) as z:
-        assert z.read(WASM) == toolgate.component_path().read_bytes()
+        assert z.read(WASM) == mcp_toolgate.component_path().read_bytes()
 
 
 @pytest.mark.skipif(os.environ.get("TOOLGATE_SKIP_FRESH_VENV") == "1", reason="TOOLGATE_SKIP_FRESH_VENV=1")
@@ -100,7 +100,7 @@ def test_pip_install_into_a_fresh_venv_and_run_the_cli(tmp_path: Path) -> None:
     subprocess.run([str(py), "-m", "pip", "install", "-q", str(BINDINGS), lock["wasmtime"]], check=True, cwd=tmp_path)
     # The fresh interpreter imports the installed package, not this checkout.
     where = subprocess.run(
-        [str(py), "-c", "import toolgate; print(toolgate.__file__)"],
+        [str(py), "-c", "import mcp_toolgate; print(mcp_toolgate.__file__)"],
         check=True,
         capture_output=True,
         text=True,
@@ -112,9 +112,11 @@ def test_pip_install_into_a_fresh_venv_and_run_the_cli(tmp_path: Path) -> None:
     stdin = b"".join(vectorfile.call_bytes(c) + b"\n" for c in cases)
     args = ["--catalog", str(FIXTURES / "retail-tools.yaml"), "--policy", str(FIXTURES / "retail-policy.yaml")]
     out = subprocess.run(
-        [str(py), "-m", "toolgate", "eval", *args], input=stdin, capture_output=True, check=True, cwd=tmp_path
+        [str(py), "-m", "mcp_toolgate", "eval", *args], input=stdin, capture_output=True, check=True, cwd=tmp_path
     )
     assert out.stdout == b"".join(c["expect"].encode() + b"\n" for c in cases)
-    listed = subprocess.run([str(py), "-m", "toolgate", "list", *args], capture_output=True, check=True, cwd=tmp_path)
+    listed = subprocess.run(
+        [str(py), "-m", "mcp_toolgate", "list", *args], capture_output=True, check=True, cwd=tmp_path
+    )
     assert json.loads(listed.stdout)["tools"][0]["name"] == "consultar_pedido"
     assert REPO.is_dir()

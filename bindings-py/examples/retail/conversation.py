@@ -23,8 +23,8 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from toolgate import RuleSet
-from toolgate.router import McpToolRouter, TurnOutcome
+from mcp_toolgate import RuleSet
+from mcp_toolgate.router import McpToolRouter, TurnOutcome
 
 HERE = Path(__file__).resolve().parent
 REPO_EXAMPLE = HERE.parent.parent.parent / "examples" / "retail"

@@ -48,7 +48,7 @@ def solicitar_devolucao(order_id: str, reason: str, confirmed: bool = False) -> 
 
 if __name__ == "__main__":
     if "--protect" in sys.argv[1:]:
-        from toolgate.middleware import protect
+        from mcp_toolgate.middleware import protect
 
         protect(mcp, policy=os.environ.get("TOOL_POLICIES_PATH") or None)
     mcp.run("stdio")

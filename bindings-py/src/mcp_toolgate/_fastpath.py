@@ -17,7 +17,7 @@ code would corrupt memory rather than fail. So it runs only
   it was written for (`_bind`, checked once, at import: `REFUSAL`),
 * and unless ``TOOLGATE_PY_FASTPATH=0`` (``off``, ``false``, ``no``).
 
-Otherwise `toolgate._runtime` calls the component through the public API only,
+Otherwise `mcp_toolgate._runtime` calls the component through the public API only,
 with the same results, slower (about 6x a decision, and 1 µs a byte of a
 call). ``TOOLGATE_PY_FASTPATH=unverified`` lifts the major check (not the
 structural one), to run the tests on a new wasmtime before adding it to

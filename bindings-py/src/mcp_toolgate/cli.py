@@ -1,4 +1,11 @@
-"""``python -m toolgate``: the conformance CLI, byte for byte the Rust ``toolgate``.
+"""``mcp-toolgate`` / ``toolgate`` / ``python -m mcp_toolgate``: the CLI.
+
+``eval`` and ``list`` run here, in Python, byte for byte the Rust ``toolgate``
+(:func:`main`). Every other command (``proxy``, ``init``, ``pin``, ``check``,
+``test``, ``--help``, ...) is the native ``toolgate`` binary a platform wheel
+carries as ``mcp_toolgate/_native/toolgate`` (:func:`run`): ``TOOLGATE_BINARY``
+names another binary (development); the pure wheel has none and says so
+(exit 2).
 
     toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct]
                   [--scopes a,b] [--allow t1,t2]   < calls.jsonl
@@ -12,8 +19,11 @@ decision per line. ``list`` prints the ``tools/list`` result. Exit codes: 0 ok,
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, NoReturn
 
 from ._rules import EngineFault, LoadError, RuleSet
@@ -206,5 +216,64 @@ def main(
     return 0
 
 
+#: The commands that run in Python; every other one is the native binary's.
+PYTHON_COMMANDS = ("eval", "list")
+BINARY_ENV = "TOOLGATE_BINARY"
+
+
+def native_binary() -> Path | None:
+    """The native ``toolgate`` to run: ``$TOOLGATE_BINARY`` when set, else the
+    one this wheel carries (``_native/``), else None (the pure wheel)."""
+    override = os.environ.get(BINARY_ENV)
+    if override:
+        return Path(override)
+    native = Path(__file__).resolve().parent / "_native"
+    for name in ("toolgate.exe", "toolgate") if os.name == "nt" else ("toolgate",):
+        if (native / name).is_file():
+            return native / name
+    return None
+
+
+def _no_binary(command: str | None, stderr: IO[str]) -> int:
+    what = f"'{command}'" if command else "this"
+    stderr.write(
+        f"toolgate: the command {what} is the native toolgate binary, which this installation does not carry "
+        "(the pure py3-none-any wheel: the library and `eval`/`list` only). Install the platform wheel "
+        "(`pip install --force-reinstall mcp-toolgate` on Linux x86_64 glibc; other platforms: build "
+        f"target/release/toolgate from the repository) or set {BINARY_ENV}=/path/to/toolgate.\n"
+    )
+    return EXIT_LOAD
+
+
+def run(argv: list[str] | None = None) -> int:
+    """The console scripts' entry point: ``eval``/``list`` in Python
+    (:func:`main`), anything else in the native binary (``os.execv`` on POSIX,
+    a child process and its exit code on Windows)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in PYTHON_COMMANDS:
+        return main(argv)
+    binary = native_binary()
+    if binary is None:
+        if not argv or argv[0] in ("-h", "--help", "help"):
+            return main(argv)  # Python's own usage: eval and list
+        return _no_binary(argv[0], sys.stderr)
+    if not binary.is_file():
+        sys.stderr.write(f"toolgate: {BINARY_ENV}={binary} is not a file\n")
+        return EXIT_LOAD
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "nt":  # pragma: no cover - no execv that keeps the console and exit code
+        try:
+            return subprocess.call([str(binary), *argv])
+        except KeyboardInterrupt:
+            return 130
+    try:
+        os.execv(binary, [str(binary), *argv])
+    except OSError as e:
+        sys.stderr.write(f"toolgate: cannot run {binary}: {e.strerror} (os error {e.errno})\n")
+        return EXIT_LOAD
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(run())

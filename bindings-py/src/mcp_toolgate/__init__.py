@@ -3,15 +3,15 @@
 The decisions come from the same WebAssembly component every toolgate runtime
 runs (shipped inside this package); nothing is re-implemented here.
 
-    >>> from toolgate import RuleSet, Context
+    >>> from mcp_toolgate import RuleSet, Context
     >>> rules = RuleSet.from_files("tools.yaml", policy="tool_policies.yaml")
     >>> d = rules.evaluate("alterar_plano", {"new_plan_id": "X"}, context=Context())
     >>> d.ok, d.code, d.json        # typed fields, canonical bytes kept
     >>> o = rules.decide({"name": "alterar_plano", "arguments": {...}}, Context(), "none")
     >>> o.forward, o.blocked_result  # what to forward, or what to answer with
 
-``StateKeys`` (sealed ``requestState``, :mod:`toolgate.seal`) is loaded on first
-use: ``import toolgate`` does not import ``cryptography``.
+``StateKeys`` (sealed ``requestState``, :mod:`mcp_toolgate.seal`) is loaded on first
+use: ``import mcp_toolgate`` does not import ``cryptography``.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -1,6 +1,6 @@
 """Sealed ``requestState`` (MCP 2026-07-28, SEP-2322) for Python.
 
-The engine's seal payload (docs/spec.md §8, :meth:`toolgate.RuleSet.seal_payload`)
+The engine's seal payload (docs/spec.md §8, :meth:`mcp_toolgate.RuleSet.seal_payload`)
 encrypted and authenticated with the host's keys, so the client carries a
 pending confirmation it can neither read nor forge. Byte-compatible with the
 Rust gateway (toolgate-proxy/src/seal.rs) and the Node port
@@ -11,9 +11,9 @@ Rust gateway (toolgate-proxy/src/seal.rs) and the Node port
 - token = ``tg1.`` ‖ base64url-unpadded(key id ‖ 12-byte random nonce ‖ AES-256-GCM(payload) ‖ 16-byte tag),
   with ``tg1.`` ‖ key id as associated data.
 
-Needs the ``cryptography`` package (``pip install 'toolgate[seal]'``; the
+Needs the ``cryptography`` package (``pip install 'mcp-toolgate[seal]'``; the
 ``mcp`` SDK already depends on it). It is imported when the first
-:class:`StateKeys` is built, not when this module (or ``toolgate``) is.
+:class:`StateKeys` is built, not when this module (or ``mcp_toolgate``) is.
 
     >>> keys = StateKeys.from_text(os.environ["TOOLGATE_STATE_SECRET"])  # "new,old"
     >>> token = keys.seal(rules.seal_payload(call, caller, id, expires_ms))
@@ -87,7 +87,9 @@ def _crypto() -> tuple[Any, Any, Any, Any]:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         from cryptography.hazmat.primitives.kdf.hkdf import HKDF
     except ImportError as e:  # pragma: no cover - exercised only without the extra
-        raise ImportError("toolgate.seal needs the 'cryptography' package (>= 42): pip install 'toolgate[seal]'") from e
+        raise ImportError(
+            "mcp_toolgate.seal needs the 'cryptography' package (>= 42): pip install 'mcp-toolgate[seal]'"
+        ) from e
     return AESGCM, HKDF, hashes, InvalidTag
 
 

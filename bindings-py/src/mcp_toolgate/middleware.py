@@ -322,7 +322,7 @@ def protect(
 
     ``policy``/``catalog`` are a path or the text (``policy=None``: legacy; no
     catalog: the server's own ``tools/list``). ``context`` is a
-    :class:`~toolgate.Context` or a function of the SDK's request context
+    :class:`~mcp_toolgate.Context` or a function of the SDK's request context
     returning one (default: :func:`default_context`). ``unknown_tool`` builds
     the answer for a hidden tool; keep the default unless your low-level server
     answers unknown tools another way. ``on_decision(decision, name)`` sees

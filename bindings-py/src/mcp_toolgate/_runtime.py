@@ -159,7 +159,7 @@ def component_path() -> Path:
     override = os.environ.get("TOOLGATE_COMPONENT")
     if override:
         return Path(override)
-    return Path(str(resources.files("toolgate").joinpath("toolgate_policy.wasm")))
+    return Path(str(resources.files(__package__ or "mcp_toolgate").joinpath("toolgate_policy.wasm")))
 
 
 def _cache_dir() -> Path | None:

@@ -402,7 +402,7 @@ class RuleSet:
 
     def __repr__(self) -> str:
         policy = "yes" if self._policy is not None else "legacy"
-        return f"<toolgate.RuleSet policy={policy} revision={self._revision or '?'}>"
+        return f"<mcp_toolgate.RuleSet policy={policy} revision={self._revision or '?'}>"
 
 
 def contract_version() -> str:
