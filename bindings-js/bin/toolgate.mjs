@@ -1,15 +1,44 @@
 #!/usr/bin/env node
-// The conformance CLI: the Rust CLI's flags, byte-identical output.
+// `toolgate` from npm. `eval` and `list` are answered here, in JS, with the
+// Rust CLI's flags and byte-identical output:
 //   toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
 //   toolgate list (same flags)
+// Every other command (proxy, init, pin, check, test, demo, precompile, help,
+// --version, …) is the native Rust binary's: from the platform package
+// `@toolgate/<os>-<arch>` npm installed with this one, or `$TOOLGATE_BINARY`
+// (bin/native.mjs). Without one, `help` and `--version` are answered here and
+// a native command is refused naming the missing package (exit 2).
 import { readFileSync } from 'node:fs';
-import { Toolgate, LoadError } from '../src/index.js';
+import { EX_NO_BINARY, NATIVE_COMMANDS, findNativeBinary, runNative } from './native.mjs';
+
+const JS_COMMANDS = new Set(['eval', 'list']);
+const argv = process.argv.slice(2);
+if (!JS_COMMANDS.has(/** @type {string} */ (argv[0]))) {
+  const native = findNativeBinary();
+  if (native.path !== undefined) await runNative(native.path, argv);
+  const command = argv[0];
+  if (command === '--version' || command === '-V') {
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+    process.stdout.write(`toolgate ${version}\n`);
+    process.exit(0);
+  }
+  if (command !== undefined && (NATIVE_COMMANDS.has(command) || (command === 'help' && argv.length > 1 && NATIVE_COMMANDS.has(argv[1])))) {
+    process.stderr.write(`toolgate: \`${command}\` needs the native toolgate: ${native.error}\n`);
+    process.exit(EX_NO_BINARY);
+  }
+  // help, --help, nothing or an unknown command: the JS CLI's usage below.
+}
+
+const { Toolgate, LoadError } = await import('../src/index.js');
 
 const USAGE = `usage: toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
        toolgate list [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
 
 eval reads one call per line on stdin ({"name":...,"arguments":{...}}) and prints one decision per line.
 list prints the tools/list result the context may see.
+
+proxy, init, pin, check, test, demo, precompile: the native toolgate (the package
+@toolgate/<os>-<arch>, installed with this one, or $TOOLGATE_BINARY).
 `;
 
 const EX_USAGE = 64;
