@@ -189,7 +189,9 @@ def test_lowlevel_non_finite_numbers_on_the_wire_reach_engine_and_handler_alike(
     ran: list[Any] = []
     decided: list[str] = []
     server = lowlevel(ran)
-    protect(server, catalog=CATALOG, context=Context(), on_decision=lambda d, _: decided.append(d.json))
+    protect(
+        server, legacy=True, catalog_text=CATALOG, context=Context(), on_decision=lambda d, _: decided.append(d.json)
+    )
 
     async def steps(client: ClientSession) -> list[types.CallToolResult]:
         out = [await client.call_tool("pay", {"amount": sent}) for sent in TOKENS]
@@ -220,7 +222,7 @@ def test_fastmcp_strings_the_handler_gets_as_non_finite_floats_are_denied_by_the
         ran.append(amount)
         return "paid"
 
-    protect(mcp, catalog=CATALOG, context=Context())
+    protect(mcp, legacy=True, catalog_text=CATALOG, context=Context())
 
     async def steps(client: ClientSession) -> list[types.CallToolResult]:
         out = [await client.call_tool("pay_text", {"amount": sent}) for sent, _ in STRINGS]
@@ -261,7 +263,13 @@ def test_fastmcp_decides_on_the_validated_arguments_the_handler_gets() -> None:
         ran.append(("close_account", amount))
         return "closed"
 
-    protect(mcp, catalog=CATALOG, context=Context(), on_decision=lambda d, _: decided.append(d.code or "ok"))
+    protect(
+        mcp,
+        legacy=True,
+        catalog_text=CATALOG,
+        context=Context(),
+        on_decision=lambda d, _: decided.append(d.code or "ok"),
+    )
 
     async def steps(client: ClientSession) -> list[types.CallToolResult]:
         return [

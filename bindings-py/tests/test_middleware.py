@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -117,7 +118,7 @@ async def _wire(server: Server[Any, Any], steps: Callable[[ClientSession], Await
 def test_tools_list_is_filtered_and_derived() -> None:
     ran: list[Any] = []
     server = fastmcp(ran)
-    protect(server, policy=POLICY, context=ROUTE)
+    protect(server, policy_text=POLICY, context=ROUTE)
     listed = run(server, lambda c: c.list_tools())
     assert [t.name for t in listed.tools] == ["consultar", "reembolsar"]
     by_name = {t.name: t for t in listed.tools}
@@ -125,14 +126,14 @@ def test_tools_list_is_filtered_and_derived() -> None:
     assert by_name["reembolsar"].annotations.readOnlyHint is False
     assert by_name["consultar"].outputSchema is not None  # the server's own tool object, kept
     direct = fastmcp(ran)
-    protect(direct, policy=POLICY, context=Context(surface="direct"))
+    protect(direct, policy_text=POLICY, context=Context(surface="direct"))
     assert [t.name for t in run(direct, lambda c: c.list_tools()).tools] == ["consultar"]
 
 
 def test_blocked_call_is_the_engines_blocked_result_and_the_handler_never_runs() -> None:
     ran: list[Any] = []
     server = fastmcp(ran)
-    guard = protect(server, policy=POLICY, context=ROUTE)
+    guard = protect(server, policy_text=POLICY, context=ROUTE)
     assert guard.confirmation == "argument"
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9"}))
     assert result.isError
@@ -149,9 +150,19 @@ def test_blocked_call_is_the_engines_blocked_result_and_the_handler_never_runs()
 
 def test_removed_and_unknown_options_are_refused() -> None:
     with pytest.raises(TypeError, match="structured_content option was removed"):
-        protect(fastmcp([]), policy=POLICY, structured_content="always")  # type: ignore[arg-type]
+        protect(fastmcp([]), policy_text=POLICY, structured_content="always")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="confirmation must be"):
-        protect(fastmcp([]), policy=POLICY, confirmation="person")  # type: ignore[arg-type]
+        protect(fastmcp([]), policy_text=POLICY, confirmation="person")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="policy= is now policy_path="):
+        protect(fastmcp([]), policy=POLICY)
+    with pytest.raises(TypeError, match=r"exactly one of policy_path=.*got none"):
+        protect(fastmcp([]))
+    with pytest.raises(TypeError, match="got policy_path, policy_text"):
+        protect(fastmcp([]), policy_path=__file__, policy_text=POLICY)
+    with pytest.raises(FileNotFoundError, match="policy_path="):
+        protect(fastmcp([]), policy_path="/no/such/policy.yaml")
+    with pytest.raises(TypeError, match="policy_text= is the policy's text"):
+        protect(fastmcp([]), policy_text=Path(__file__))  # type: ignore[arg-type]
 
 
 def test_confirmation_none_blocks_a_write_even_with_the_models_confirmed_true() -> None:
@@ -159,7 +170,11 @@ def test_confirmation_none_blocks_a_write_even_with_the_models_confirmed_true() 
     server = fastmcp(ran)
     decisions: list[str | None] = []
     protect(
-        server, policy=POLICY, context=ROUTE, confirmation="none", on_decision=lambda d, _: decisions.append(d.code)
+        server,
+        policy_text=POLICY,
+        context=ROUTE,
+        confirmation="none",
+        on_decision=lambda d, _: decisions.append(d.code),
     )
 
     async def steps(c: Any) -> Any:
@@ -181,7 +196,7 @@ def test_confirmation_none_blocks_a_write_even_with_the_models_confirmed_true() 
 def test_allowed_call_reaches_the_handler_without_engine_fields() -> None:
     ran: list[Any] = []
     server = fastmcp(ran)
-    protect(server, policy=POLICY, context=ROUTE)
+    protect(server, policy_text=POLICY, context=ROUTE)
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9", "confirmed": True}))
     assert not result.isError, result
     assert result.structuredContent == {"order_id": "9", "status": "REEMBOLSADO"}
@@ -191,7 +206,7 @@ def test_allowed_call_reaches_the_handler_without_engine_fields() -> None:
 def test_hidden_tool_answers_exactly_like_an_unknown_tool() -> None:
     ran: list[Any] = []
     protected = fastmcp(ran)
-    protect(protected, policy=POLICY, context=ROUTE)
+    protect(protected, policy_text=POLICY, context=ROUTE)
     hidden = run(protected, lambda c: c.call_tool("apagar_tudo", {}))
     plain = fastmcp(ran, with_hidden=False)  # the SDK without that tool at all
     unknown = run(plain, lambda c: c.call_tool("apagar_tudo", {}))
@@ -210,7 +225,7 @@ def test_context_from_the_request() -> None:
         seen.append(request_context)
         return Context(surface="direct")
 
-    protect(server, policy=POLICY, context=context)
+    protect(server, policy_text=POLICY, context=context)
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9", "confirmed": True}))
     assert result.isError and result.content[0].text == "Unknown tool: reembolsar"
     assert seen and seen[-1] is not None
@@ -242,7 +257,7 @@ def test_lowlevel_server() -> None:
 
     decisions: list[tuple[str, str | None]] = []
     protect(
-        server, on_decision=lambda d, name: decisions.append((name, d.code))
+        server, legacy=True, on_decision=lambda d, name: decisions.append((name, d.code))
     )  # legacy rules from the server's own catalog: `gravar` is transactional
 
     async def steps(c: Any) -> Any:
@@ -304,8 +319,8 @@ def test_the_pipeline_vectors_through_the_sdk_server_and_client(path: Any) -> No
         current: dict[str, Any] = {}
         protect(
             server,
-            catalog=vf.catalog,
-            policy=vf.policy,
+            catalog_text=vf.catalog,
+            **({"policy_text": vf.policy} if vf.policy is not None else {"legacy": True}),
             confirmation=confirmation,
             context=lambda _, current=current: current["context"],
         )

@@ -50,5 +50,6 @@ if __name__ == "__main__":
     if "--protect" in sys.argv[1:]:
         from mcp_toolgate.middleware import protect
 
-        protect(mcp, policy=os.environ.get("TOOL_POLICIES_PATH") or None)
+        policy = os.environ.get("TOOL_POLICIES_PATH")
+        protect(mcp, **({"policy_path": policy} if policy else {"legacy": True}))
     mcp.run("stdio")

@@ -1,8 +1,15 @@
-"""Server side: toolgate in front of an official ``mcp`` SDK server (1.x).
+"""Server side: toolgate in front of an official ``mcp`` SDK server, 1.x or 2.x.
 
-    mcp = FastMCP("retail")            # or a low-level mcp.server.lowlevel.Server
+    mcp = MCPServer("retail")          # mcp 2.x; FastMCP on 1.x; or a low-level mcp.server.lowlevel.Server
     ...                                # register tools as usual
-    protect(mcp, policy="tool_policies.yaml")
+    protect(mcp, policy_path="tool_policies.yaml")     # or policy_text="version: 1\n..."
+
+mcp 1.x (``FastMCP``, the low-level ``Server`` with its decorators: handlers
+keyed by request type) and mcp 2.x (``MCPServer``, the low-level ``Server``
+with ``on_list_tools=`` / ``on_call_tool=``: handlers keyed by method, called
+with the request context and the params) are told apart by the server object.
+The rules are loaded on a worker thread (``anyio.to_thread.run_sync``), once,
+on the first request (or :meth:`Guard.rules`), never on the event loop.
 
 The same rules as the Node middleware (bindings-js ``guardServer``):
 
@@ -44,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
+import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import Server
 
@@ -117,32 +126,90 @@ def blocked_result(outcome: Outcome) -> types.CallToolResult:
     return types.CallToolResult.model_validate_json(outcome.blocked_result_json)
 
 
-def _text(value: str | os.PathLike[str] | None) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, os.PathLike) or (isinstance(value, str) and "\n" not in value and _is_file(value)):
-        return Path(value).read_text(encoding="utf-8")
-    return value
+class _Source:
+    """A policy or catalog given as a file path (read on the loading thread) or as text."""
+
+    def __init__(self, what: str, path: str | os.PathLike[str] | None, text: str | None) -> None:
+        if path is not None and text is not None:
+            raise TypeError(f"give {what}_path= or {what}_text=, not both")
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"{what}_text= is the {what}'s text (str); a file goes in {what}_path=")
+        if path is not None and not Path(path).is_file():
+            raise FileNotFoundError(f"{what}_path={os.fspath(path)!r} is not a file")
+        self.path = None if path is None else Path(path)
+        self.text = text
+
+    @property
+    def given(self) -> bool:
+        return self.path is not None or self.text is not None
+
+    def read(self) -> str | None:
+        if self.path is not None:
+            return self.path.read_text(encoding="utf-8")
+        return self.text
 
 
-def _is_file(value: str) -> bool:
-    try:
-        return Path(value).is_file()
-    except (OSError, ValueError):  # a one-line JSON text too long (or odd) for a path: text
-        return False
+class _Sdk:
+    """How one SDK major keeps its ``tools/list`` and ``tools/call`` handlers."""
+
+    major: int
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+
+class _Sdk1(_Sdk):
+    """mcp 1.x: ``request_handlers[RequestType] = handler(request) -> ServerResult``."""
+
+    major = 1
+
+    def get(self, which: str) -> Any:
+        return self.server.request_handlers.get(_V1_REQUESTS[which])
+
+    def set(self, which: str, handler: Any) -> None:
+        self.server.request_handlers[_V1_REQUESTS[which]] = handler
+
+
+class _Sdk2(_Sdk):
+    """mcp 2.x: ``add_request_handler(method, params_type, handler(ctx, params) -> result)``."""
+
+    major = 2
+
+    def get(self, which: str) -> Any:
+        entry = self.server.get_request_handler(_V2_METHODS[which])
+        return None if entry is None else entry.handler
+
+    def set(self, which: str, handler: Any) -> None:
+        entry = self.server.get_request_handler(_V2_METHODS[which])
+        self.server.add_request_handler(_V2_METHODS[which], entry.params_type, handler)
+
+
+_V1_REQUESTS = {"list": getattr(types, "ListToolsRequest", None), "call": getattr(types, "CallToolRequest", None)}
+_V2_METHODS = {"list": "tools/list", "call": "tools/call"}
+
+
+def _sdk_of(server: Any) -> tuple[_Sdk, Any]:
+    """(the low-level server's SDK adapter, the FastMCP/MCPServer or None)."""
+    lowlevel = getattr(server, "_lowlevel_server", None) or getattr(server, "_mcp_server", None) or server
+    if not isinstance(lowlevel, Server):
+        raise TypeError("protect() takes an mcp MCPServer / FastMCP or an mcp.server.lowlevel.Server")
+    high = server if server is not lowlevel else None
+    if hasattr(lowlevel, "request_handlers") and not hasattr(lowlevel, "get_request_handler"):
+        return _Sdk1(lowlevel), high
+    return _Sdk2(lowlevel), high
 
 
 class Guard:
-    """The installed middleware; ``rules`` is built on first use."""
+    """The installed middleware; ``rules`` is loaded on first use, off the event loop."""
 
     def __init__(
         self,
-        server: Server[Any, Any],
+        sdk: _Sdk,
         *,
         fastmcp: Any = None,
         rules: RuleSet | None,
-        policy: str | None,
-        catalog: str | None,
+        policy: _Source | None,
+        catalog: _Source,
         context: ContextFactory | ContextLike,
         unknown_tool: UnknownTool,
         confirmation: ConfirmationSource,
@@ -152,38 +219,64 @@ class Guard:
             raise ValueError("confirmation must be 'argument' or 'none'")
         self.confirmation: ConfirmationSource = confirmation
         self._on_decision = on_decision
-        self.server = server
+        self._sdk = sdk
+        self.server = sdk.server
+        self.sdk_major = sdk.major
         self._fastmcp = fastmcp
         self._rules = rules
         self._policy = policy
         self._catalog = catalog
         self._context = context
         self._unknown_tool = unknown_tool
-        self._list: Callable[[Any], Awaitable[Any]] = server.request_handlers[types.ListToolsRequest]
-        self._call: Callable[[Any], Awaitable[Any]] = server.request_handlers[types.CallToolRequest]
-        server.request_handlers[types.ListToolsRequest] = self._handle_list
-        server.request_handlers[types.CallToolRequest] = self._handle_call
+        self._loading: anyio.Lock | None = None
+        self._list: Callable[..., Awaitable[Any]] = sdk.get("list")
+        self._call: Callable[..., Awaitable[Any]] = sdk.get("call")
+        if sdk.major == 1:
+            sdk.set("list", self._handle_list_v1)
+            sdk.set("call", self._handle_call_v1)
+        else:
+            sdk.set("list", self._handle_list_v2)
+            sdk.set("call", self._handle_call_v2)
 
-    async def rules(self) -> RuleSet:
-        if self._rules is None:
-            catalog = self._catalog
-            if catalog is None:
-                listed = await self._list(types.ListToolsRequest(method="tools/list"))
-                catalog = catalog_from_tools(listed.root.tools)
-            self._rules = RuleSet.load(catalog=catalog, policy=self._policy)
+    async def rules(self, request_context: Any = None) -> RuleSet:
+        """The rule set, loaded on first use on a worker thread (the policy and
+        catalog files read there too; no catalog: the server's own
+        ``tools/list``, asked with ``request_context`` on mcp 2.x)."""
+        if self._rules is not None:
+            return self._rules
+        if self._loading is None:
+            self._loading = anyio.Lock()
+        async with self._loading:
+            if self._rules is None:
+                own = None if self._catalog.given else await self._own_catalog(request_context)
+                policy, catalog = self._policy, self._catalog
+
+                def load() -> RuleSet:
+                    text = catalog.read() if own is None else own
+                    assert text is not None
+                    return RuleSet.load(catalog=text, policy=None if policy is None else policy.read())
+
+                self._rules = await anyio.to_thread.run_sync(load)
         return self._rules
+
+    async def _own_catalog(self, request_context: Any) -> str:
+        if self._sdk.major == 1:
+            listed = await self._list(types.ListToolsRequest(method="tools/list"))
+            return catalog_from_tools(listed.root.tools)
+        return catalog_from_tools((await self._list(request_context, None)).tools)
 
     def reload(self) -> None:
         """Rebuild the rules on the next request (after tools were added)."""
         self._rules = None
 
-    def context(self) -> ContextLike:
+    def context(self, request_context: Any = None) -> ContextLike:
         if not callable(self._context):
             return self._context
-        try:
-            request_context = self.server.request_context
-        except LookupError:
-            request_context = None
+        if self._sdk.major == 1:
+            try:
+                request_context = self.server.request_context
+            except LookupError:
+                request_context = None
         return self._context(request_context)
 
     def _decide(self, rules: RuleSet, name: str, arguments: Any, context: ContextLike) -> Outcome:
@@ -201,11 +294,11 @@ class Guard:
             return self._unknown_tool(name)
         return blocked_result(outcome)
 
-    async def _handle_list(self, req: Any) -> types.ServerResult:
-        rules = await self.rules()
-        exposed = rules.list_exposable(self.context())
-        result = await self._list(req)  # the SDK refreshes its tool cache
-        listed = result.root
+    def _filter(self, rules: RuleSet, context: ContextLike, listed: Any) -> Any:
+        """The server's ``ListToolsResult`` cut to the exposable tools, in the
+        engine's order, with the engine's derived annotations laid over each
+        tool's own."""
+        exposed = rules.list_exposable(context)
         served = {t.name: t for t in listed.tools}
         tools = []
         for entry in exposed:
@@ -213,35 +306,69 @@ class Guard:
             if tool is None:
                 continue  # in the catalog, not on this server
             annotations = {
-                **(tool.annotations.model_dump(exclude_none=True) if tool.annotations else {}),
+                **(tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}),
                 **entry.get("annotations", {}),
             }
             tools.append(tool.model_copy(update={"annotations": types.ToolAnnotations.model_validate(annotations)}))
-        return types.ServerResult(listed.model_copy(update={"tools": tools}))
+        return listed.model_copy(update={"tools": tools})
 
-    async def _handle_call(self, req: types.CallToolRequest) -> types.ServerResult:
-        name = req.params.name
-        sent = req.params.arguments or {}
-        rules = await self.rules()
-        context = self.context()
+    async def _guarded_call(
+        self, name: str, sent: Any, context: ContextLike, rules: RuleSet, invoke: Callable[[dict[str, Any]], Any]
+    ) -> tuple[types.CallToolResult | None, Any]:
+        """(a denial, None) or (None, the handler's own result)."""
         outcome = self._decide(rules, name, sent, context)
         if not outcome.ok:
-            return types.ServerResult(self._denied(name, outcome))
+            return self._denied(name, outcome), None
         # Allowed: the handler gets exactly the arguments the engine forwards.
         forward = outcome.forward
         assert forward is not None  # RuleSet.decide: an allow always forwards
-        req = req.model_copy(update={"params": req.params.model_copy(update={"arguments": dict(forward)})})
         if not self._check_tool(name):
-            return await self._call(req)  # type: ignore[no-any-return]
+            return None, await invoke(dict(forward))
         allowed = _Allowed(name, sent, forward, context, rules)
         token = _ALLOWED.set(allowed)
         try:
-            result = await self._call(req)
+            result = await invoke(dict(forward))
         finally:
             _ALLOWED.reset(token)
         if allowed.denied is not None:
-            return types.ServerResult(self._denied(name, allowed.denied))
-        return result  # type: ignore[no-any-return]
+            return self._denied(name, allowed.denied), None
+        return None, result
+
+    # -- mcp 1.x: handler(request) -> ServerResult ------------------------------
+
+    async def _handle_list_v1(self, req: Any) -> Any:
+        rules = await self.rules()
+        context = self.context()
+        result = await self._list(req)  # the SDK refreshes its tool cache
+        return types.ServerResult(self._filter(rules, context, result.root))
+
+    async def _handle_call_v1(self, req: Any) -> Any:
+        rules = await self.rules()
+
+        async def invoke(forward: dict[str, Any]) -> Any:
+            params = req.params.model_copy(update={"arguments": forward})
+            return await self._call(req.model_copy(update={"params": params}))
+
+        denied, result = await self._guarded_call(
+            req.params.name, req.params.arguments or {}, self.context(), rules, invoke
+        )
+        return types.ServerResult(denied) if denied is not None else result
+
+    # -- mcp 2.x: handler(ctx, params) -> result ---------------------------------
+
+    async def _handle_list_v2(self, ctx: Any, params: Any) -> Any:
+        rules = await self.rules(ctx)
+        context = self.context(ctx)
+        return self._filter(rules, context, await self._list(ctx, params))
+
+    async def _handle_call_v2(self, ctx: Any, params: Any) -> Any:
+        rules = await self.rules(ctx)
+
+        async def invoke(forward: dict[str, Any]) -> Any:
+            return await self._call(ctx, params.model_copy(update={"arguments": forward}))
+
+        denied, result = await self._guarded_call(params.name, params.arguments or {}, self.context(ctx), rules, invoke)
+        return denied if denied is not None else result
 
     def _check_tool(self, name: str) -> bool:
         """On FastMCP: makes the tool's handler check the arguments it gets
@@ -254,15 +381,15 @@ class Guard:
             return True
         fn = tool.fn
         context_kwarg = tool.context_kwarg
+        # Not arguments: the context and (mcp 2.x) the values resolvers pass in.
+        passed = {context_kwarg, *(getattr(tool, "resolved_params", None) or ())}
 
         def check(kwargs: dict[str, Any]) -> dict[str, Any]:
             """The arguments the handler runs with (raises `_Denied`)."""
             allowed = _ALLOWED.get()
             if allowed is None or allowed.name != name:
                 return kwargs  # not a tools/call request through this guard
-            got = {
-                k: v for k, v in kwargs.items() if k != context_kwarg and not (v is None and k not in allowed.forward)
-            }
+            got = {k: v for k, v in kwargs.items() if k not in passed and not (v is None and k not in allowed.forward)}
             if _same_arguments(got, allowed.forward):
                 return kwargs
             # Decided again on what the handler is about to get, with the keys
@@ -281,7 +408,7 @@ class Guard:
             # the engine's own where it added one; a key it took off is left
             # to the handler's default.
             forward = outcome.forward or {}
-            run = {k: v for k, v in kwargs.items() if k == context_kwarg or k in forward or k not in got}
+            run = {k: v for k, v in kwargs.items() if k in passed or k in forward or k not in got}
             for key, value in forward.items():
                 if key not in got:
                     run[key] = value
@@ -308,25 +435,33 @@ class Guard:
 def protect(
     server: Any,
     *,
-    policy: str | os.PathLike[str] | None = None,
-    catalog: str | os.PathLike[str] | None = None,
+    policy_path: str | os.PathLike[str] | None = None,
+    policy_text: str | None = None,
+    legacy: bool = False,
+    catalog_path: str | os.PathLike[str] | None = None,
+    catalog_text: str | None = None,
     rules: RuleSet | None = None,
     context: ContextFactory | ContextLike = default_context,
     unknown_tool: UnknownTool = sdk_unknown_tool,
     confirmation: ConfirmationSource = "argument",
     on_decision: OnDecision | None = None,
-    structured_content: None = None,
+    **removed: Any,
 ) -> Guard:
-    """Installs toolgate on a FastMCP or low-level ``Server`` (after its tools
-    and handlers are registered).
+    """Installs toolgate on an ``MCPServer`` (mcp 2.x), a ``FastMCP`` (1.x) or
+    a low-level ``Server`` (either), after its tools and handlers are registered.
 
-    ``policy``/``catalog`` are a path or the text (``policy=None``: legacy; no
-    catalog: the server's own ``tools/list``). ``context`` is a
-    :class:`~mcp_toolgate.Context` or a function of the SDK's request context
-    returning one (default: :func:`default_context`). ``unknown_tool`` builds
-    the answer for a hidden tool; keep the default unless your low-level server
-    answers unknown tools another way. ``on_decision(decision, name)`` sees
-    every decision (audit logs).
+    The rules: exactly one of ``policy_path`` (the policy file),
+    ``policy_text`` (its YAML text), ``legacy=True`` (no policy: the catalog's
+    own fields decide) or ``rules`` (a :class:`~mcp_toolgate.RuleSet` already
+    loaded). The catalog: ``catalog_path`` or ``catalog_text``, at most one;
+    neither: the server's own ``tools/list``. Files are read, and the engine
+    loaded, on a worker thread on the first request.
+
+    ``context`` is a :class:`~mcp_toolgate.Context` or a function of the SDK's
+    request context returning one (default: :func:`default_context`).
+    ``unknown_tool`` builds the answer for a hidden tool; keep the default
+    unless your low-level server answers unknown tools another way.
+    ``on_decision(decision, name)`` sees every decision (audit logs).
 
     ``confirmation`` is how a call that needs confirmation gets it (the
     engine's confirmation source):
@@ -340,26 +475,50 @@ def protect(
       ``RuleSet.decide`` with ``"person"`` or a seal), which this middleware
       does not do.
 
-    (``structured_content`` was removed: the engine leaves
-    ``structuredContent`` out of a blocked result for tools whose catalog entry
-    declares an ``outputSchema``.)"""
-    if structured_content is not None:
-        raise TypeError(
-            "the structured_content option was removed: the engine leaves structuredContent out of a blocked "
-            "result for tools whose catalog entry declares an outputSchema"
+    (``policy=`` / ``catalog=``, which took a path or a text and guessed which,
+    are ``policy_path=`` / ``policy_text=`` and ``catalog_path=`` /
+    ``catalog_text=``. ``structured_content`` was removed: the engine leaves
+    ``structuredContent`` out of a blocked result for tools whose catalog
+    entry declares an ``outputSchema``.)"""
+    for key in removed:
+        if key == "structured_content":
+            raise TypeError(
+                "the structured_content option was removed: the engine leaves structuredContent out of a blocked "
+                "result for tools whose catalog entry declares an outputSchema"
+            )
+        if key in ("policy", "catalog"):
+            raise TypeError(f"protect(): {key}= is now {key}_path= (a file) or {key}_text= (its text)")
+        raise TypeError(f"protect() got an unexpected keyword argument {key!r}")
+    given = [
+        name
+        for name, value in (
+            ("policy_path", policy_path),
+            ("policy_text", policy_text),
+            ("legacy=True", legacy or None),
+            ("rules", rules),
         )
-    lowlevel = getattr(server, "_mcp_server", server)
-    if not isinstance(lowlevel, Server):
-        raise TypeError("protect() takes an mcp FastMCP or mcp.server.lowlevel.Server")
-    for request in (types.ListToolsRequest, types.CallToolRequest):
-        if request not in lowlevel.request_handlers:
-            raise ValueError(f"register the server's {request.__name__} handler before protect()")
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise TypeError(
+            "protect() needs exactly one of policy_path= (the policy file), policy_text= (its YAML text), "
+            "legacy=True (no policy: the catalog's own fields decide) or rules= (a loaded RuleSet); "
+            + (f"got {', '.join(given)}" if given else "got none")
+        )
+    policy = None if legacy or rules is not None else _Source("policy", policy_path, policy_text)
+    catalog = _Source("catalog", catalog_path, catalog_text)
+    if rules is not None and catalog.given:
+        raise TypeError("protect(): rules= already holds a catalog; drop catalog_path= / catalog_text=")
+    sdk, high = _sdk_of(server)
+    for which in ("list", "call"):
+        if sdk.get(which) is None:
+            raise ValueError(f"register the server's tools/{which} handler before protect()")
     return Guard(
-        lowlevel,
-        fastmcp=server if server is not lowlevel else None,
+        sdk,
+        fastmcp=high,
         rules=rules,
-        policy=_text(policy),
-        catalog=_text(catalog),
+        policy=policy,
+        catalog=catalog,
         context=context,
         unknown_tool=unknown_tool,
         confirmation=confirmation,

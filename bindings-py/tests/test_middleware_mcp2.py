@@ -1,0 +1,238 @@
+"""The middleware on mcp 2.x: ``MCPServer`` and the low-level ``Server``
+(``on_list_tools=`` / ``on_call_tool=``), driven by the SDK's own ``Client``
+in process, in both connection modes (2026-07-28 and the initialize
+handshake). Runs in the mcp 2.x environment scripts/test.sh makes
+(requirements-mcp2.lock); skipped where mcp 1.x is installed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp.server.mcpserver", reason="mcp 2.x only (requirements-mcp2.lock)")
+
+from mcp import Client, types
+from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import MCPServer
+
+from mcp_toolgate import Context, RuleSet
+from mcp_toolgate import middleware as middleware_module
+from mcp_toolgate.middleware import protect
+
+POLICY = """version: 1
+defaults:
+  operation_type: read_only
+tool_policies:
+  reembolsar:
+    operation_type: transactional
+    require_confirmation: true
+    requires: [order_id]
+  apagar_tudo:
+    operation_type: transactional
+"""
+ROUTE = Context(allowed_tools=["consultar", "reembolsar"])
+MODES = ["auto", "legacy"]
+
+
+def mcpserver(ran: list[tuple[str, dict[str, Any]]], with_hidden: bool = True) -> MCPServer:
+    mcp = MCPServer("shop")
+
+    @mcp.tool()
+    def consultar(order_id: str) -> dict[str, str]:
+        """Order status."""
+        ran.append(("consultar", {"order_id": order_id}))
+        return {"order_id": order_id, "status": "ENTREGUE"}
+
+    @mcp.tool()
+    async def reembolsar(order_id: str) -> dict[str, str]:
+        """Refund an order (its schema does not declare `confirmed`)."""
+        ran.append(("reembolsar", {"order_id": order_id}))
+        return {"order_id": order_id, "status": "REEMBOLSADO"}
+
+    if with_hidden:
+
+        @mcp.tool()
+        def apagar_tudo() -> str:
+            """Not on this route."""
+            ran.append(("apagar_tudo", {}))
+            return "apagado"
+
+    return mcp
+
+
+def run(server: Any, steps: Any, mode: str = "auto") -> Any:
+    async def go() -> Any:
+        async with Client(server, mode=mode) as client:  # type: ignore[arg-type]
+            return await steps(client)
+
+    return anyio.run(go)
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mcpserver_list_is_filtered_and_derived(mode: str) -> None:
+    server = mcpserver([])
+    guard = protect(server, policy_text=POLICY, context=ROUTE)
+    assert guard.sdk_major == 2
+    listed = run(server, lambda c: c.list_tools(), mode)
+    assert [t.name for t in listed.tools] == ["consultar", "reembolsar"]
+    by_name = {t.name: t for t in listed.tools}
+    assert by_name["consultar"].annotations.read_only_hint is True
+    assert by_name["reembolsar"].annotations.read_only_hint is False
+    assert by_name["consultar"].output_schema is not None  # the server's own tool object, kept
+    direct = mcpserver([])
+    protect(direct, policy_text=POLICY, context=Context(surface="direct"))
+    assert [t.name for t in run(direct, lambda c: c.list_tools(), mode).tools] == ["consultar"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mcpserver_calls(mode: str, tmp_path: Any) -> None:
+    ran: list[Any] = []
+    server = mcpserver(ran)
+    policy = tmp_path / "tool_policies.yaml"
+    policy.write_text(POLICY)
+    decisions: list[str | None] = []
+    guard = protect(
+        server,
+        policy_path=policy,
+        context=ROUTE,
+        confirmation="none",
+        on_decision=lambda d, _: decisions.append(d.code),
+    )
+
+    async def steps(c: Any) -> Any:
+        write = await c.call_tool("reembolsar", {"order_id": "9", "confirmed": True})
+        read = await c.call_tool("consultar", {"order_id": "9", "confirmed": True})
+        hidden = await c.call_tool("apagar_tudo", {})
+        never = await c.call_tool("nao_existe", {})
+        return write, read, hidden, never
+
+    write, read, hidden, never = run(server, steps, mode)
+    # Blocked: exactly the engine's blocked result; the handler never ran.
+    expected = anyio.run(guard.rules).decide(
+        {"name": "reembolsar", "arguments": {"order_id": "9", "confirmed": True}}, ROUTE, "none"
+    )
+    assert expected.decision.code == "CONFIRMATION_REQUIRED"
+    assert write.is_error and _text(write) == expected.decision.json
+    assert write.structured_content is None  # MCPServer declared an outputSchema: left out
+    assert json.loads(expected.blocked_result_json or "")["isError"] is True
+    # Allowed: the handler got the engine's arguments (the model's field dropped).
+    assert not read.is_error and read.structured_content == {"order_id": "9", "status": "ENTREGUE"}
+    assert ran == [("consultar", {"order_id": "9"})]
+    # Hidden == unknown, as the SDK answers a server without the tool.
+    plain = mcpserver([], with_hidden=False)
+    unknown = run(plain, lambda c: c.call_tool("apagar_tudo", {}), mode)
+    assert hidden.model_dump() == unknown.model_dump() and hidden.is_error
+    assert never.model_dump() == run(plain, lambda c: c.call_tool("nao_existe", {}), mode).model_dump()
+    assert decisions == ["CONFIRMATION_REQUIRED", None, "NOT_FOUND", "NOT_FOUND"]
+
+
+def test_mcpserver_confirmation_argument_runs_the_write_once() -> None:
+    ran: list[Any] = []
+    server = mcpserver(ran)
+    protect(server, policy_text=POLICY, context=ROUTE)
+    result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9", "confirmed": True}))
+    assert not result.is_error, result
+    assert result.structured_content == {"order_id": "9", "status": "REEMBOLSADO"}
+    assert ran == [("reembolsar", {"order_id": "9"})]
+
+
+def test_the_engine_checks_the_arguments_as_sent() -> None:
+    """9 for a string parameter: MCPServer would coerce it; the engine refuses it first."""
+    ran: list[Any] = []
+    server = mcpserver(ran)
+    codes: list[str | None] = []
+    protect(server, policy_text=POLICY, context=ROUTE, on_decision=lambda d, _: codes.append(d.code))
+    result = run(server, lambda c: c.call_tool("consultar", {"order_id": 9}))
+    assert result.is_error and json.loads(_text(result))["error"]["code"] == "BAD_REQUEST"
+    assert ran == [] and codes == ["BAD_REQUEST"]
+
+
+def test_context_from_the_request() -> None:
+    seen: list[Any] = []
+
+    def context(request_context: Any) -> Context:
+        seen.append(request_context)
+        return Context(surface="direct")
+
+    server = mcpserver([])
+    protect(server, policy_text=POLICY, context=context)
+    result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9", "confirmed": True}))
+    assert result.is_error and _text(result) == "Unknown tool: reembolsar"
+    assert seen and seen[-1] is not None and seen[-1].method == "tools/call"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lowlevel_server(mode: str) -> None:
+    received: list[tuple[str, dict[str, Any]]] = []
+    tools = [
+        types.Tool(
+            name="ler",
+            input_schema={"type": "object", "properties": {}},
+            annotations=types.ToolAnnotations(read_only_hint=True),
+        ),
+        types.Tool(
+            name="gravar",
+            input_schema={"type": "object", "properties": {"valor": {"type": "string"}}, "required": ["valor"]},
+        ),
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        received.append((params.name, dict(params.arguments or {})))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"ok {params.name}")])
+
+    server = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
+    decisions: list[tuple[str, str | None]] = []
+    # Legacy rules from the server's own catalog: `gravar` is transactional.
+    protect(server, legacy=True, on_decision=lambda d, name: decisions.append((name, d.code)))
+
+    async def steps(c: Any) -> Any:
+        listed = await c.list_tools()
+        blocked = await c.call_tool("gravar", {"valor": "x"})
+        allowed = await c.call_tool("gravar", {"valor": "x", "confirmed": True, "confirmation": True})
+        read = await c.call_tool("ler", {})
+        return listed, blocked, allowed, read
+
+    listed, blocked, allowed, read = run(server, steps, mode)
+    assert [t.name for t in listed.tools] == ["gravar", "ler"]
+    assert blocked.is_error and blocked.structured_content["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert json.loads(_text(blocked)) == blocked.structured_content  # no outputSchema: both
+    assert not allowed.is_error and not read.is_error
+    assert received == [("gravar", {"valor": "x"}), ("ler", {})]
+    assert decisions == [("gravar", "CONFIRMATION_REQUIRED"), ("gravar", None), ("ler", None)]
+
+
+def test_the_engine_loads_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RuleSet.load runs on a worker thread, once, however many requests race."""
+    threads: list[int] = []
+    real = RuleSet.load
+
+    def load(*args: Any, **kwargs: Any) -> RuleSet:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(middleware_module.RuleSet, "load", staticmethod(load))
+    server = mcpserver([])
+    protect(server, policy_text=POLICY, context=ROUTE)
+    loop_thread: list[int] = []
+
+    async def steps(c: Any) -> Any:
+        loop_thread.append(threading.get_ident())
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(c.list_tools)
+
+    run(server, steps)
+    assert len(threads) == 1 and threads[0] != loop_thread[0]
