@@ -251,7 +251,7 @@ def test_key_ring_refusals() -> None:
 def test_lazy_export() -> None:
     # `import mcp_toolgate` does not import cryptography; mcp_toolgate.StateKeys does.
     code = (
-        "import sys, toolgate\n"
+        "import sys, mcp_toolgate\n"
         "assert 'cryptography' not in sys.modules and 'mcp_toolgate.seal' not in sys.modules\n"
         "from mcp_toolgate import StateKeys, InvalidStateError, StateKeyError, MIN_SECRET_BYTES\n"
         "assert StateKeys is sys.modules['mcp_toolgate.seal'].StateKeys and MIN_SECRET_BYTES == 32\n"
