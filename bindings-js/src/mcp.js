@@ -6,10 +6,27 @@
 // host never adds, removes or reads the confirmation fields itself.
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { callJson, sortedJson } from './calljson.js';
+import { Toolgate } from './index.js';
 
 /**
  * @typedef {object} GuardOptions
- * @property {import('./core.js').Toolgate} gate
+ * @property {import('./core.js').Toolgate} [gate]
+ *   Rules already loaded, with the catalog you give them: tools the server has
+ *   that this catalog lacks are hidden. Leave it out with an `McpServer` to have
+ *   the catalog derived from the server's registered tools (`policy`).
+ * @property {string | null} [policy]
+ *   Without `gate` (McpServer only): the policy text (tool_policies.yaml); the
+ *   catalog is what the server lists (every enabled tool registered with
+ *   `registerTool` or `tool()`, with its JSON Schemas and annotations), so a
+ *   tool the policy does not name is classified like any other, never dropped.
+ *   Loaded on the first tools/list or tools/call and again after the tools
+ *   change (a tool registered, updated, enabled, disabled or removed: whatever
+ *   makes McpServer send `notifications/tools/list_changed`). Absent or null:
+ *   no policy, the catalog's own fields decide. A policy that does not load
+ *   fails closed: tools/list is an error, every call is refused.
+ * @property {(info: { gate: import('./core.js').Toolgate | null, catalog: string, error: Error | null }) => void} [onLoad]
+ *   Without `gate`: called after each load of the derived catalog (the gate,
+ *   or the error that refused it).
  * @property {(extra: any, request: any) => import('./core.js').ContextInput | Promise<import('./core.js').ContextInput>} [context]
  *   The per-request context. Default: confirming surface, scopes from `extra.authInfo` when present.
  * @property {'argument' | 'none'} [confirmation]
@@ -31,6 +48,40 @@ import { callJson, sortedJson } from './calljson.js';
  * @property {Record<string, unknown>} [structuredContent]
  */
 
+/**
+ * The catalog an McpServer lists (`{"tools":[…]}`, JSON text): what
+ * guardServer derives without a `gate`, and a file `toolgate check --catalog`
+ * or `Toolgate.load` can read.
+ * @param {any} server an `McpServer` of @modelcontextprotocol/sdk
+ * @returns {Promise<string>}
+ */
+export async function serverCatalog(server) {
+  const list = listHandlerOf(server);
+  return catalogText(await list({ method: 'tools/list', params: {} }, {}));
+}
+
+/** @param {any} result */
+function catalogText(result) {
+  return JSON.stringify({ tools: Array.isArray(result?.tools) ? result.tools : [] });
+}
+
+/**
+ * McpServer's own tools/list handler (not the guard's).
+ * @param {any} server
+ * @returns {(request: any, extra: any) => Promise<any>}
+ */
+function listHandlerOf(server) {
+  if (typeof server?.registerTool !== 'function' || typeof server?.server?.setRequestHandler !== 'function') {
+    throw new TypeError('the catalog is derived from an McpServer of @modelcontextprotocol/sdk; for a low-level Server give { gate } loaded with its catalog');
+  }
+  const s = server.server;
+  if (!s._requestHandlers.has('tools/list') && typeof server.setToolRequestHandlers === 'function') server.setToolRequestHandlers();
+  const h = s[kBaseList] ?? s._requestHandlers.get('tools/list');
+  if (typeof h !== 'function') throw new TypeError('this McpServer has no tools/list handler');
+  return h;
+}
+
+const kBaseList = Symbol('toolgate.mcp.baseList');
 const LIST = 'tools/list';
 const CALL = 'tools/call';
 const kGuarded = Symbol.for('toolgate.mcp.guarded');
@@ -84,8 +135,14 @@ export function defaultContext(extra) {
  */
 export function guardServer(guarded, options) {
   const target = /** @type {any} */ (guarded);
-  const { gate } = options ?? {};
-  if (!gate || typeof gate.decide !== 'function') throw new TypeError('guardServer needs { gate: Toolgate }');
+  const { gate: fixedGate } = options ?? {};
+  if (fixedGate !== undefined && (!fixedGate || typeof fixedGate.decide !== 'function')) throw new TypeError('guardServer: gate must be a Toolgate');
+  if (fixedGate === undefined && typeof target?.registerTool !== 'function') {
+    throw new TypeError('guardServer needs { gate: Toolgate } (a low-level Server), or an McpServer to derive the catalog from');
+  }
+  if (fixedGate !== undefined && options.policy !== undefined) throw new TypeError('guardServer: give either gate or policy, not both');
+  const policy = options.policy ?? null;
+  if (policy !== null && typeof policy !== 'string') throw new TypeError('guardServer: policy must be the policy text (a string) or null');
   const contextOf = options.context ?? defaultContext;
   const confirmation = options.confirmation ?? 'argument';
   if (!CONFIRMATIONS.includes(confirmation)) throw new TypeError("confirmation must be 'argument' or 'none'");
@@ -103,15 +160,73 @@ export function guardServer(guarded, options) {
   if (typeof target.registerTool === 'function' && !server._requestHandlers.has(CALL) && typeof target.setToolRequestHandlers === 'function') {
     target.setToolRequestHandlers();
   }
+  if (server._requestHandlers.has(LIST)) server[kBaseList] = server._requestHandlers.get(LIST);
+
+  // Without a gate: the rules are loaded from the policy and the catalog the
+  // server lists, again whenever its tools change (McpServer calls
+  // sendToolListChanged on every registration, update, enable, disable and
+  // removal, connected or not).
+  let toolsVersion = 0;
+  /** @type {{ version: number, catalog: string, gate: import('./core.js').Toolgate | null, error: Error | null } | null} */
+  let loaded = null;
+  /** @type {{ version: number, promise: Promise<import('./core.js').Toolgate> } | null} */
+  let loading = null;
+  if (fixedGate === undefined) {
+    const notify = target.sendToolListChanged;
+    target.sendToolListChanged = function (/** @type {any[]} */ ...args) {
+      toolsVersion++;
+      return typeof notify === 'function' ? notify.apply(this, args) : undefined;
+    };
+  }
+  /** @returns {Promise<import('./core.js').Toolgate>} */
+  const gateNow = async () => {
+    if (fixedGate !== undefined) return fixedGate;
+    const version = toolsVersion;
+    const use = (/** @type {NonNullable<typeof loaded>} */ l) => {
+      if (l.gate) return l.gate;
+      throw /** @type {Error} */ (l.error);
+    };
+    if (loaded && loaded.version === version) return use(loaded);
+    if (loading && loading.version === version) return loading.promise;
+    const promise = (async () => {
+      const catalog = catalogText(await listHandlerOf(target)({ method: LIST, params: {} }, {}));
+      /** @type {NonNullable<typeof loaded>} */
+      let next;
+      if (loaded && loaded.catalog === catalog) {
+        next = { ...loaded, version };
+      } else {
+        try {
+          next = { version, catalog, gate: await Toolgate.load({ policy, catalog }), error: null };
+        } catch (e) {
+          next = { version, catalog, gate: null, error: /** @type {Error} */ (e) };
+        }
+        options.onLoad?.({ gate: next.gate, catalog, error: next.error });
+      }
+      if (version === toolsVersion) loaded = next;
+      return use(next);
+    })();
+    loading = { version, promise };
+    try {
+      return await promise;
+    } finally {
+      if (loading?.promise === promise) loading = null;
+    }
+  };
+  /** The refusal of every call while the rules do not load (fail closed). @param {unknown} e */
+  const notLoaded = (e) => ({
+    content: [{ type: 'text', text: `toolgate: the policy did not load, no tool runs: ${/** @type {Error} */ (e)?.message ?? e}` }],
+    isError: true,
+  });
 
   /**
    * Decides one call through the engine's pipeline; reports the decision.
+   * @param {import('./core.js').Toolgate} gate
    * @param {string} name
    * @param {unknown} args
    * @param {import('./core.js').ContextInput} context
    * @param {any} extra
    */
-  const decide = (name, args, context, extra) => {
+  const decide = (gate, name, args, context, extra) => {
     // The exact values the handler gets: nothing JSON cannot say is rewritten
     // (calljson.js); Infinity, NaN and the like are refused by the engine.
     const outcome = gate.decide(callJson(name, args), context, confirmation);
@@ -121,6 +236,12 @@ export function guardServer(guarded, options) {
 
   /** @param {(request: any, extra: any) => Promise<any>} inner */
   const wrapList = (inner) => async (/** @type {any} */ request, /** @type {any} */ extra) => {
+    let gate;
+    try {
+      gate = await gateNow();
+    } catch (e) {
+      throw new McpError(ErrorCode.InternalError, `toolgate: the policy did not load: ${/** @type {Error} */ (e)?.message ?? e}`);
+    }
     const exposed = gate.listExposable(await contextOf(extra, request));
     const result = await inner(request, extra);
     const served = new Map((result?.tools ?? []).map((/** @type {any} */ t) => [t.name, t]));
@@ -139,7 +260,7 @@ export function guardServer(guarded, options) {
    * handler: the name, the arguments as the call carried them, what the
    * engine forwarded (parsed, and as sorted JSON to compare), and the context
    * it decided in.
-   * @type {WeakMap<object, { name: string, sent: unknown, forward: Record<string, unknown>, forwarded: string, context: any }>}
+   * @type {WeakMap<object, { gate: import('./core.js').Toolgate, name: string, sent: unknown, forward: Record<string, unknown>, forwarded: string, context: any }>}
    */
   const allowed = new WeakMap();
 
@@ -148,14 +269,20 @@ export function guardServer(guarded, options) {
     const params = request?.params;
     const name = params?.name;
     if (typeof name !== 'string') return inner(request, extra); // the SDK rejects the malformed request
+    let gate;
+    try {
+      gate = await gateNow();
+    } catch (e) {
+      return notLoaded(e);
+    }
     const context = await contextOf(extra, request);
-    const outcome = decide(name, params.arguments, context, extra);
+    const outcome = decide(gate, name, params.arguments, context, extra);
     const denied = deniedResult(name, outcome);
     if (denied) return denied;
     // Allowed: the handler gets exactly the arguments the engine forwards.
     const forward = /** @type {Record<string, unknown>} */ (outcome.forward);
     if (mcpServer && extra && typeof extra === 'object') {
-      allowed.set(extra, { name, sent: params.arguments, forward, forwarded: sortedJson(forward), context });
+      allowed.set(extra, { gate, name, sent: params.arguments, forward, forwarded: sortedJson(forward), context });
     }
     return inner({ ...request, params: { ...params, arguments: forward } }, extra);
   };
@@ -192,7 +319,15 @@ export function guardServer(guarded, options) {
       }
     }
     const context = sent ? sent.context : await contextOf(extra, { method: CALL, params: { name, arguments: args } });
-    const outcome = decide(name, decided, context, extra);
+    let gate = sent?.gate;
+    if (!gate) {
+      try {
+        gate = await gateNow();
+      } catch (e) {
+        return notLoaded(e);
+      }
+    }
+    const outcome = decide(gate, name, decided, context, extra);
     const denied = deniedResult(name, outcome);
     if (denied) return denied;
     return run(isPlainObject(args) ? outcome.forward : args);

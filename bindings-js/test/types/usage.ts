@@ -1,6 +1,6 @@
 // Compiled by `npm run lint` (tsc --noEmit): the published types, as a user sees them.
 import { Toolgate, Decision, CallOutcome, LoadError, ProblemError, ToolgateError, HOST_FAULTS, MAX_INPUT_BYTES, StateKeys, InvalidStateError, StateKeyError, type Context, type Confirmation } from 'toolgate';
-import { guardServer } from 'toolgate/mcp';
+import { guardServer, serverCatalog } from 'toolgate/mcp';
 import { Toolgate as CoreToolgate } from 'toolgate/core';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 
@@ -43,6 +43,13 @@ export async function usage(catalog: string, policy?: string): Promise<string> {
     if (e instanceof ToolgateError) return e.code;
   }
   const server = guardServer(new McpServer({ name: 'x', version: '1' }), { gate, confirmation: 'none', context: (extra) => ({ scopes: extra.authInfo?.scopes ?? null }) });
+  // Without a gate: the catalog is derived from the McpServer's registered tools.
+  const derived = guardServer(new McpServer({ name: 'y', version: '1' }), {
+    policy: 'version: 1\n',
+    onLoad: ({ gate: loaded, catalog, error }) => { void (loaded?.revision satisfies string | undefined); void (catalog satisfies string); void error?.message; },
+  });
+  const catalogText: string = await serverCatalog(derived);
+  void catalogText;
   void server; void CoreToolgate; void HOST_FAULTS.ENGINE_TRAP; void (MAX_INPUT_BYTES satisfies number);
   return `${code} ${ok} ${names.length} ${state.json} ${d.json} ${JSON.stringify([forward, forwardJson, blocked, digest, byDefault.json, payload, severity])}`;
 }
