@@ -171,6 +171,8 @@ echo "== test-wheel: mcp-toolgate proxy -- ${SERVER[*]}"
 
 echo "== test-wheel: uvx --from $(basename "$PLATFORM") mcp-toolgate proxy -- ${SERVER[*]}"
 export UV_CACHE_DIR="$WORK/uv-cache" UV_TOOL_DIR="$WORK/uv-tools" UV_PYTHON_DOWNLOADS=never UV_NO_CONFIG=1
+# uv reads TLS roots from its own bundle unless told; the platform store is what pip uses here too.
+export UV_SYSTEM_CERTS="${UV_SYSTEM_CERTS:-1}"
 "$WORK/venv/bin/python" client.py "$WORK/run/files" "$WORK/venv/bin/uvx" --python "$WORK/venv/bin/python" \
   --from "$PLATFORM" mcp-toolgate proxy --policy "$WORK/run/p.yaml" -- "${SERVER[@]}"
 
