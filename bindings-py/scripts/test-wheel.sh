@@ -120,7 +120,7 @@ YAML
 
 cat >"$WORK/run/client.py" <<'PY'
 """Drives `CMD... proxy --policy p.yaml -- npx ... server-filesystem DIR` with the mcp SDK's stdio client."""
-import asyncio, json, sys
+import asyncio, json, os, sys
 from pathlib import Path
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -135,7 +135,8 @@ def check(what, ok, detail=""):
         failed.append(what)
 
 async def main():
-    params = StdioServerParameters(command=command[0], args=command[1:])
+    # The whole environment (the SDK passes only HOME, PATH, ... by default): uv's cache dir and settings.
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         names = [t.name for t in (await s.list_tools()).tools]
@@ -173,7 +174,7 @@ echo "== test-wheel: uvx --from $(basename "$PLATFORM") mcp-toolgate proxy -- ${
 export UV_CACHE_DIR="$WORK/uv-cache" UV_TOOL_DIR="$WORK/uv-tools" UV_PYTHON_DOWNLOADS=never UV_NO_CONFIG=1
 # uv reads TLS roots from its own bundle unless told; the platform store is what pip uses here too.
 export UV_SYSTEM_CERTS="${UV_SYSTEM_CERTS:-1}"
-"$WORK/venv/bin/python" client.py "$WORK/run/files" "$WORK/venv/bin/uvx" --python "$WORK/venv/bin/python" \
+"$WORK/venv/bin/python" client.py "$WORK/run/files" "$WORK/venv/bin/uvx" --cache-dir "$WORK/uv-cache" --python "$WORK/venv/bin/python" \
   --from "$PLATFORM" mcp-toolgate proxy --policy "$WORK/run/p.yaml" -- "${SERVER[@]}"
 
 echo "== test-wheel: pure wheel in a fresh venv ($(basename "$PURE"))"
@@ -186,8 +187,8 @@ import mcp_toolgate
 from mcp_toolgate import Context, RuleSet
 assert mcp_toolgate.__file__.startswith(sys.prefix), mcp_toolgate.__file__
 catalog = json.dumps({"tools": [
-    {"name": "read_text_file", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
-    {"name": "write_file", "inputSchema": {"type": "object"}},
+    {"name": "read_text_file", "description": "read", "effect": "read", "inputSchema": {"type": "object"}},
+    {"name": "write_file", "description": "write", "effect": "write", "inputSchema": {"type": "object"}},
 ]})
 rules = RuleSet.load(catalog=catalog, policy="version: 1\ntool_policies:\n  write_file:\n    require_confirmation: true\n")
 read = rules.decide({"name": "read_text_file", "arguments": {"path": "a"}}, Context(), "none")
