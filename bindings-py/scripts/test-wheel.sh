@@ -190,7 +190,7 @@ catalog = json.dumps({"tools": [
     {"name": "read_text_file", "description": "read", "effect": "read", "inputSchema": {"type": "object"}},
     {"name": "write_file", "description": "write", "effect": "write", "inputSchema": {"type": "object"}},
 ]})
-rules = RuleSet.load(catalog=catalog, policy="version: 1\ntool_policies:\n  write_file:\n    require_confirmation: true\n")
+rules = RuleSet.load(catalog=catalog, policy=open("p.yaml").read())
 read = rules.decide({"name": "read_text_file", "arguments": {"path": "a"}}, Context(), "none")
 write = rules.decide({"name": "write_file", "arguments": {"path": "a", "content": "x"}}, Context(), "none")
 assert read.ok and read.forward == {"path": "a"}, read.decision.json
@@ -199,7 +199,7 @@ print("  ok: import mcp_toolgate decides: read_text_file allowed, write_file CON
 PY
 printf '{"name":"x","inputSchema":{"type":"object"}}' | "$PYTHON" -c 'import sys,json; print(json.dumps({"tools":[json.load(sys.stdin)]}))' >"$WORK/run/catalog.json"
 out="$(echo '{"name":"x","arguments":{}}' | "$WORK/pure-venv/bin/mcp-toolgate" eval --catalog "$WORK/run/catalog.json")"
-echo "$out" | grep -q '"ok":true' && pass "pure wheel: mcp-toolgate eval decides in Python"
+echo "$out" | grep -q '"tool":"x"' && pass "pure wheel: mcp-toolgate eval decides in Python"
 set +e
 err="$("$WORK/pure-venv/bin/mcp-toolgate" proxy -- true 2>&1)"
 rc=$?
