@@ -3,7 +3,7 @@ platform wheel, the native ``toolgate`` binary.
 
 The component: copies ``../dist/toolgate_policy.wasm`` (the repo's component
 build output) to ``src/mcp_toolgate/toolgate_policy.wasm``; when it is missing,
-builds it first with ``cargo run -q -p component-build -- <repo>/dist/toolgate_policy.wasm``.
+builds it first with ``cargo run -q --bin component-build -- <repo>/dist/toolgate_policy.wasm``.
 An sdist that already carries the component builds without the repo.
 ``TOOLGATE_COMPONENT`` points at another component file; ``TOOLGATE_CARGO``
 names the cargo to run.
@@ -117,7 +117,7 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             self.app.display_info(f"toolgate: building the component into {source}")
             cargo = os.environ.get("TOOLGATE_CARGO", "cargo")
             subprocess.run(
-                [cargo, "run", "-q", "-p", "component-build", "--", str(source)],
+                [cargo, "run", "-q", "--bin", "component-build", "--", str(source)],
                 cwd=repo,
                 check=True,
             )

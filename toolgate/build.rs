@@ -1,15 +1,39 @@
-//! Builds the policy component and embeds it: `cargo build --release` alone
-//! gives a self-contained `toolgate` binary.
+//! Embeds the policy component, so `cargo build --release` alone gives a
+//! self-contained `toolgate` binary.
+//!
+//! Two sources, decided by what is on disk:
+//! - **in the workspace** (the guest crate `policy-component` is next to this
+//!   crate): the component is built from source, as every developer and CI
+//!   build does; a stale copy in `component/` is never used there;
+//! - **from a packaged crate** (crates.io, `cargo install`): the component
+//!   the package carries in `component/` is copied into `OUT_DIR`; nothing is
+//!   built and nothing is written outside `OUT_DIR`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+const SHIPPED: &str = "component/toolgate_policy.wasm";
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("toolgate_policy.wasm");
     let root = manifest.join("..");
+    let result = if root.join("policy-component").join("Cargo.toml").is_file() {
+        from_source(&root, &out)
+    } else {
+        shipped(&manifest, &out)
+    };
+    if let Err(e) = result {
+        println!("cargo:warning=toolgate: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn from_source(root: &Path, out: &Path) -> Result<(), String> {
     for watched in [
         "policy-core/src",
         "policy-core/Cargo.toml",
         "policy-component",
+        "component-build/src",
         "wit",
         "Cargo.lock",
         // The guest profile lives in the workspace manifest.
@@ -18,9 +42,22 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("toolgate_policy.wasm");
-    if let Err(e) = component_build::build(&root, &out) {
-        println!("cargo:warning=toolgate: {e}");
-        std::process::exit(1);
+    component_build::build(root, out).map(drop)
+}
+
+fn shipped(manifest: &Path, out: &Path) -> Result<(), String> {
+    let source = manifest.join(SHIPPED);
+    println!("cargo:rerun-if-changed={}", source.display());
+    let bytes = std::fs::read(&source).map_err(|e| {
+        format!(
+            "{}: {e}; a packaged toolgate crate carries its component (scripts/package-crates writes it)",
+            source.display()
+        )
+    })?;
+    // The SDK checks the WIT contract version on load; here, only that the
+    // bytes are a component at all, so a broken package fails at build time.
+    if !bytes.starts_with(b"\0asm") {
+        return Err(format!("{} is not a WebAssembly component", source.display()));
     }
+    std::fs::write(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
 }

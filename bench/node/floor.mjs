@@ -32,7 +32,7 @@ const bindingsJs = join(repoDir, 'bindings-js');
 export function prepareFloor(options = {}) {
   const log = options.log ?? ((/** @type {string} */ m) => process.stderr.write(`floor: ${m}\n`));
   if (!existsSync(floorComponent)) {
-    throw new Error(`${floorComponent} is missing: build it with\n  cargo run --release -q -p component-build -- --package toolgate-floor target/bench/floor.wasm`);
+    throw new Error(`${floorComponent} is missing: build it with\n  cargo run --release -q --bin component-build -- --package toolgate-floor target/bench/floor.wasm`);
   }
   if (!existsSync(join(installed, 'package.json'))) throw new Error(`${installed} is missing: run bench/node/setup.sh`);
   const jco = join(bindingsJs, 'node_modules', '@bytecodealliance', 'jco', 'package.json');

@@ -39,6 +39,6 @@ fi
 
 # 3. The floor, transpiled through bindings-js's build script.
 if [[ ! -f "$repo/target/bench/floor.wasm" ]]; then
-  (cd "$repo" && cargo run --release -q -p component-build -- --package toolgate-floor target/bench/floor.wasm)
+  (cd "$repo" && cargo run --release -q --bin component-build -- --package toolgate-floor target/bench/floor.wasm)
 fi
 node "$here/floor.mjs"

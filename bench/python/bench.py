@@ -183,7 +183,7 @@ def _floor_rules(path: Path) -> tuple[Any, float]:
     if not path.is_file():
         raise BenchError(
             f"no floor component at {path}: build it with "
-            "`cargo run --release -q -p component-build -- --package toolgate-floor target/bench/floor.wasm`"
+            "`cargo run --release -q --bin component-build -- --package toolgate-floor target/bench/floor.wasm`"
         )
     rt, took = timed(lambda: _runtime.Runtime(path.read_bytes()))
     with _package_runtime(rt):

@@ -32,7 +32,7 @@ fi
 # The wheel's inputs: bindings-py's package sources and build files, and the
 # component the hook copies in (built by the hook when dist/ lacks it).
 if [ ! -f "$ROOT/dist/toolgate_policy.wasm" ]; then
-  (cd "$ROOT" && cargo run -q -p component-build -- dist/toolgate_policy.wasm)
+  (cd "$ROOT" && cargo run -q --bin component-build -- dist/toolgate_policy.wasm)
 fi
 mapfile -t inputs < <(cd "$ROOT" && find bindings-py/src/mcp_toolgate -name '*.py' -o -name py.typed | sort)
 wheel_stamp="$(cd "$ROOT" && stamp_of "${inputs[@]}" bindings-py/pyproject.toml bindings-py/hatch_build.py dist/toolgate_policy.wasm)"

@@ -6,7 +6,7 @@
 // Component source, in order:
 //   1. $TOOLGATE_COMPONENT (a path to a built component),
 //   2. ../dist/toolgate_policy.wasm when it is newer than the engine sources,
-//   3. `cargo run -q -p component-build -- ../dist/toolgate_policy.wasm`.
+//   3. `cargo run -q --bin component-build -- ../dist/toolgate_policy.wasm`.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, copyFileSync } from 'node:fs';
@@ -36,7 +36,7 @@ function findComponent() {
     .map((p) => newestMtime(join(repoDir, p)));
   if (existsSync(dist) && statSync(dist).mtimeMs >= Math.max(...sources)) return dist;
   log(existsSync(dist) ? 'dist/toolgate_policy.wasm is older than the engine sources: rebuilding' : 'no dist/toolgate_policy.wasm: building it');
-  execFileSync('cargo', ['run', '-q', '-p', 'component-build', '--', dist], { cwd: repoDir, stdio: 'inherit' });
+  execFileSync('cargo', ['run', '-q', '--bin', 'component-build', '--', dist], { cwd: repoDir, stdio: 'inherit' });
   return dist;
 }
 

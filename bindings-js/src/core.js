@@ -20,7 +20,7 @@ import { CallOutcome, Decision, FAULT_DECISIONS, ToolList, TurnState, engineFaul
 import { EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
 
 // BEGIN limits: generated from component-build/src by
-// `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
+// `cargo run --release --locked --bin component-build -- --write-limits`; do not edit.
 /**
  * Default cap on the component's linear memory, per Toolgate, in bytes. Plain
  * WebAssembly cannot refuse the guest's `memory.grow` here (the memory is the

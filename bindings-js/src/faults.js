@@ -5,7 +5,7 @@
 /** @typedef {'ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY' | 'INPUT_TOO_LARGE' | 'STORE_UNAVAILABLE'} HostFaultCode */
 
 // BEGIN faults: generated from component-build/src by
-// `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
+// `cargo run --release --locked --bin component-build -- --write-limits`; do not edit.
 /**
  * The decisions a host builds itself (docs/spec.md §7), exact bytes.
  * @type {Readonly<Record<HostFaultCode, string>>}
@@ -20,7 +20,7 @@ export const HOST_FAULTS = Object.freeze({
 // END faults
 
 // BEGIN limits: generated from component-build/src by
-// `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
+// `cargo run --release --locked --bin component-build -- --write-limits`; do not edit.
 /** Calls and contexts over this many bytes never reach the component. */
 export const MAX_INPUT_BYTES = 4194304;
 // END limits

@@ -2,7 +2,7 @@
 # bindings-py's whole test run, from a fresh clone:
 #   own virtual environment (python3 -m venv), pinned deps from requirements-dev.lock,
 #   a wheel built from this folder (the build hook ships ../dist/toolgate_policy.wasm,
-#   building it with `cargo run -q -p component-build` when missing), installed,
+#   building it with `cargo run -q --bin component-build` when missing), installed,
 #   then ruff (lint + format check) and pytest on the installed package; the
 #   middleware again on mcp 2.x (requirements-mcp2.lock); scripts/test-wheel.sh
 #   (the packed wheels, end to end) when target/release/toolgate is built.

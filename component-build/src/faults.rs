@@ -3,7 +3,7 @@
 //
 // This file is `component-build`'s `faults` module, and the Rust SDK includes
 // it as is (`include!`): plain `//` comments only, no `use`, only constants.
-// `cargo run --release --locked -p component-build -- --write-limits`
+// `cargo run --release --locked --bin component-build -- --write-limits`
 // generates the JavaScript and Python tables and tests/vectors/host-faults.json
 // from it, and a test checks they are fresh.
 

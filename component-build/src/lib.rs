@@ -2,7 +2,7 @@
 //! `wasm32-unknown-unknown` (no WASI, so the component imports nothing) with
 //! the size-tuned `guest` profile, then wrapped into a component with
 //! `wit-component`. One build routine, used by toolgate's build script and by
-//! `cargo run -p component-build` for the JS and Python packages.
+//! `cargo run --bin component-build` for the JS and Python packages.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -147,8 +147,8 @@ const GENERATED_BLOCKS: &[(&str, &str, &str)] = &[
     ("bindings-js/src/faults.js", "//", "faults"),
     ("bindings-js/src/core.js", "//", "limits"),
     ("bindings-js/src/contract.js", "//", "contract"),
-    ("bindings-py/src/toolgate/_faults.py", "#", "limits"),
-    ("bindings-py/src/toolgate/_faults.py", "#", "faults"),
+    ("bindings-py/src/mcp_toolgate/_faults.py", "#", "limits"),
+    ("bindings-py/src/mcp_toolgate/_faults.py", "#", "faults"),
 ];
 
 /// The contract version, read from the WIT package line
@@ -179,7 +179,7 @@ fn quoted(text: &str) -> Result<String, String> {
 fn generated_block(path: &str, comment: &str, block: &str, contract: &str) -> Result<String, String> {
     use limits::*;
     let begin = format!(
-        "{comment} BEGIN {block}: generated from component-build/src by\n{comment} `cargo run --release --locked -p component-build -- --write-limits`; do not edit.\n"
+        "{comment} BEGIN {block}: generated from component-build/src by\n{comment} `cargo run --release --locked --bin component-build -- --write-limits`; do not edit.\n"
     );
     let end = format!("{comment} END {block}\n");
     let js = path.ends_with(".js");

@@ -9,7 +9,7 @@
 // runtime (wasmtime in Rust and Python, V8 in Node) counts the same units and
 // stops at the same point; hosts need no constant for them. The rest are host
 // limits: the JavaScript and Python constants are generated from this file
-// (`cargo run --release --locked -p component-build -- --write-limits`) and
+// (`cargo run --release --locked --bin component-build -- --write-limits`) and
 // a test checks they are fresh.
 
 /// Guest budget, in meter units, for one call into the component other than

@@ -1,4 +1,4 @@
-//! `cargo run -p component-build -- [--package CRATE] [OUT]`: builds the
+//! `cargo run --bin component-build -- [--package CRATE] [OUT]`: builds the
 //! component (default: the policy component into `dist/toolgate_policy.wasm`;
 //! `--package toolgate-floor` builds the benchmark floor) and prints its size,
 //! imports and exports.

@@ -13,7 +13,7 @@ fn generated_limit_constants_are_fresh() {
     for (path, text, expected) in component_build::generated_limits(&root()).unwrap() {
         assert!(
             text == expected,
-            "{} is stale: run `cargo run --release --locked -p component-build -- --write-limits`",
+            "{} is stale: run `cargo run --release --locked --bin component-build -- --write-limits`",
             path.display()
         );
     }

@@ -420,7 +420,7 @@ mod schema_tests {
         let committed: serde_json::Value = serde_json::from_str(&committed).unwrap_or_default();
         assert!(
             committed == json_schema(),
-            "schema/tool_policies.schema.json is stale: run TOOLGATE_WRITE_SCHEMA=1 cargo test -p policy-core"
+            "schema/tool_policies.schema.json is stale: run TOOLGATE_WRITE_SCHEMA=1 cargo test -p toolgate-policy-core"
         );
     }
 

@@ -18,7 +18,7 @@
 
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "wit",
         world: "toolgate",
     });
 }
@@ -41,10 +41,10 @@ pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// The host-built decisions for faults, byte for byte as every host builds
 /// them: defined once in `component-build/src/faults.rs` (included here as
-/// is; generated into the JavaScript and Python packages and into
+/// is, through the link `src/tables/faults.rs`; generated into the JavaScript and Python packages and into
 /// `tests/vectors/host-faults.json`).
 pub mod faults {
-    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../component-build/src/faults.rs"));
+    include!("tables/faults.rs");
 }
 
 /// Errors of the SDK. Every variant has a stable code.
@@ -327,7 +327,7 @@ fn blocked_result(decision_json: &str) -> String {
 /// (`component-build/src/limits.rs`, included here as is; the JavaScript and
 /// Python constants are generated from it).
 pub mod limits {
-    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../component-build/src/limits.rs"));
+    include!("tables/limits.rs");
 }
 
 /// Per-call resource limits of this host.

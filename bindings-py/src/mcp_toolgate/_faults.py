@@ -4,7 +4,7 @@ Exact bytes of ``tests/vectors/host-faults.json``; a test checks they match.
 """
 
 # BEGIN faults: generated from component-build/src by
-# `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
+# `cargo run --release --locked --bin component-build -- --write-limits`; do not edit.
 #: The decisions a host builds itself (docs/spec.md §7), exact bytes.
 FAULTS: dict[str, str] = {
     "ENGINE_TRAP": (
@@ -26,7 +26,7 @@ FAULTS: dict[str, str] = {
 # END faults
 
 # BEGIN limits: generated from component-build/src by
-# `cargo run --release --locked -p component-build -- --write-limits`; do not edit.
+# `cargo run --release --locked --bin component-build -- --write-limits`; do not edit.
 #: Calls and contexts over this many bytes never reach the component.
 MAX_INPUT_BYTES = 4194304
 #: Default cap on the component's linear memory per rule set, in bytes.

@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use std::process::ExitCode;
 use toolgate::{Context, Engine};
 
-const RETAIL_POLICY: &str = include_str!("../../../examples/retail/tool_policies.yaml");
-const RETAIL_CATALOG: &str = include_str!("../../../examples/retail/tools.yaml");
-const PLANS_POLICY: &str = include_str!("../../../examples/plans/tool_policies.yaml");
-const PLANS_CATALOG: &str = include_str!("../../../examples/plans/catalog.json");
+const RETAIL_POLICY: &str = include_str!("bundled/retail-policy.yaml");
+const RETAIL_CATALOG: &str = include_str!("bundled/retail-tools.yaml");
+const PLANS_POLICY: &str = include_str!("bundled/plans-policy.yaml");
+const PLANS_CATALOG: &str = include_str!("bundled/plans-catalog.json");
 
 /// The seed's retail fixture: order `123` / `PED-ENTREGUE` is delivered.
 fn order_status(order_id: &str) -> &'static str {

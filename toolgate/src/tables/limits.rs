@@ -1,0 +1,1 @@
+../../../component-build/src/limits.rs
