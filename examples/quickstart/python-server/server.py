@@ -25,14 +25,15 @@ def get_order(order_id: str) -> dict:
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
-def refund_order(order_id: str) -> dict:
-    """Refund an order in full (needs the person's confirmation)."""
+def refund_order(order_id: str, confirmed: bool = False) -> dict:
+    """Refund an order in full. Ask the person first, then call again with confirmed: true."""
     with open("refunds.log", "a", encoding="utf-8") as log:  # stands in for your payment provider
         log.write(f"refunded {order_id}\n")
     return {"order_id": order_id, "status": "REFUNDED"}
 
 
-# After the tools are registered: tools/list and tools/call now go through toolgate.
+# After the tools are registered: tools/list and tools/call now go through toolgate,
+# which checks `confirmed` before refund_order's handler can run.
 protect(mcp, policy_path=Path(__file__).with_name("policy.yaml"))
 
 if __name__ == "__main__":
