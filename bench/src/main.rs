@@ -263,6 +263,38 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
             ms(cedar_load),
             cedar_bytes / 1024
         );
+        // `load RUNTIME TOOLS NS CEDAR_NS RATIO`: ready to decide, that is the
+        // load plus the first decision on every tool (so work a load might
+        // defer is counted), against Cedar's load of the same rules.
+        let first_calls: Vec<Vec<u8>> = native
+            .tools()
+            .iter()
+            .map(|t| format!(r#"{{"name":{},"arguments":{{}}}}"#, t.name_json).into_bytes())
+            .collect();
+        let (ready, native_ready) = timed(|| {
+            let rules = policy_core::Rules::load(Some(workload::POLICY), &catalog)?;
+            for call in &first_calls {
+                black_box(rules.evaluate_json(call, &context));
+            }
+            Ok::<_, policy_core::error::Problem>(rules)
+        });
+        drop(ready?);
+        let (ready, component_ready) = timed(|| {
+            let rules = fast.load(Some(workload::POLICY), &catalog)?;
+            for call in &first_calls {
+                black_box(rules.evaluate_raw(call, &context));
+            }
+            Ok::<_, toolgate::Error>(rules)
+        });
+        drop(ready?);
+        for (runtime, ready) in [("rust-native", native_ready), ("rust-wasmtime", component_ready)] {
+            println!(
+                "load {runtime} {size} {} {} {:.3}",
+                ready.as_nanos(),
+                cedar_load.as_nanos(),
+                ready.as_secs_f64() / cedar_load.as_secs_f64()
+            );
+        }
         scales.insert(
             size.to_string(),
             json!({"toolgate_ns": native_ns, "toolgate_structural_ns": native_str_ns, "cedar_ns": cedar_ns,

@@ -24,6 +24,7 @@ pub mod json;
 pub mod pipeline;
 pub mod policy;
 pub mod rules;
+pub mod schemas;
 pub mod turn;
 pub mod yaml;
 

@@ -9,6 +9,7 @@ use crate::evaluate::{CONFIRMATION_FIELDS, IDEMPOTENCY_FIELD};
 use crate::expose;
 use crate::json::{self, write_str};
 use crate::policy::{self, OperationType, Policy};
+use crate::schemas;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -64,24 +65,27 @@ impl Rules {
         let empty_schema: Value =
             serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
         let mut index = NameIndex::default();
-        for source in sources {
+        // A tool without a schema publishes the empty-object schema
+        // (SPEC §3), and calls are checked against what is published.
+        let input_schemas: Vec<&Value> = sources
+            .iter()
+            .map(|source| source.input_schema.as_ref().unwrap_or(&empty_schema))
+            .collect();
+        let compiled = schemas::compile_all(&input_schemas);
+        for (source, compiled) in sources.into_iter().zip(compiled) {
             let class = classify::classify(&source, policy.as_ref());
-            // A tool without a schema publishes the empty-object schema
-            // (SPEC §3), and calls are checked against what is published.
-            let validator = Some(
-                compile_schema(source.input_schema.as_ref().unwrap_or(&empty_schema)).map_err(|why| {
-                    Problem::new(
-                        ProblemCode::InvalidSchema,
-                        Origin::Catalog,
-                        format!(
-                            "the inputSchema of `{}` cannot be compiled: {why}",
-                            json::truncate_for_message(&source.name)
-                        ),
-                    )
-                    .with_path(format!("{}.inputSchema", source.path))
-                    .at(u64::from(source.line), u64::from(source.column))
-                })?,
-            );
+            let validator = Some(compiled.map_err(|why| {
+                Problem::new(
+                    ProblemCode::InvalidSchema,
+                    Origin::Catalog,
+                    format!(
+                        "the inputSchema of `{}` cannot be compiled: {why}",
+                        json::truncate_for_message(&source.name)
+                    ),
+                )
+                .with_path(format!("{}.inputSchema", source.path))
+                .at(u64::from(source.line), u64::from(source.column))
+            })?);
             let schema = source.input_schema.as_ref();
             let strip_fields = CONFIRMATION_FIELDS
                 .into_iter()
@@ -235,13 +239,6 @@ impl Rules {
         }
         out
     }
-}
-
-fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::options()
-        .should_validate_formats(true)
-        .build(schema)
-        .map_err(|e| json::truncate_for_message(&e.to_string()))
 }
 
 /// The `tools/list` entry: the catalog's name, title, description and

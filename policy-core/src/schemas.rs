@@ -1,0 +1,182 @@
+//! Compiles the argument schemas of one load.
+//!
+//! Why not one `jsonschema` build per tool: before compiling a schema,
+//! jsonschema checks it against its meta-schema, and on wasm targets
+//! (jsonschema 0.61, `meta::validator_for_draft`) it builds that meta-schema
+//! validator again for every schema, where natively it keeps one in a static.
+//! In the component that rebuild was most of a load.
+//!
+//! So the schemas that mean the same inside another document as on their own
+//! are compiled together, as one document `{"$defs": {"0": …, "1": …}}` with
+//! `build_map`: one meta-schema check for all of them, and each tool takes the
+//! validator of its own `#/$defs/N`. A schema is *self-contained* when nothing
+//! in it resolves against, or changes, the document it sits in: no `$ref`,
+//! `$dynamicRef`, `$recursiveRef`, `$id`, anchors, `$schema` or
+//! `$vocabulary` anywhere (the document has no `$schema` either, so both get
+//! the same default draft). Every other schema is compiled on its own, as is
+//! every schema when the shared document does not compile, so a catalog with
+//! a bad schema fails on the same tool with the same message as before.
+//! Validation reports only the instance path and the keyword of an error
+//! (`evaluate.rs`), and both are the same whichever way the schema was built.
+
+use crate::json;
+use jsonschema::Validator;
+use serde_json::{Map, Value};
+
+/// Keys that make a schema depend on the document around it.
+const DOCUMENT_KEYS: [&str; 9] = [
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "$id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "$schema",
+    "$vocabulary",
+];
+
+/// One validator (or the compile error's message) per schema, in order.
+pub fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
+    compile_shared(schemas)
+        .into_iter()
+        .zip(schemas)
+        .map(|(done, schema)| match done {
+            Some(validator) => Ok(validator),
+            None => compile(schema),
+        })
+        .collect()
+}
+
+/// The validators the shared document gives: one per self-contained
+/// schema, or none at all when that document does not compile.
+fn compile_shared(schemas: &[&Value]) -> Vec<Option<Validator>> {
+    let mut compiled: Vec<Option<Validator>> = vec![None; schemas.len()];
+    let shared: Map<String, Value> = schemas
+        .iter()
+        .enumerate()
+        .filter(|(_, schema)| self_contained(schema))
+        .map(|(i, schema)| (i.to_string(), (*schema).clone()))
+        .collect();
+    // One schema alone gains nothing from the shared document.
+    if shared.len() > 1 {
+        let keys: Vec<String> = shared.keys().cloned().collect();
+        let document = Value::Object(Map::from_iter([("$defs".to_owned(), Value::Object(shared))]));
+        if let Ok(map) = options().build_map(&document) {
+            for key in keys {
+                let slot = key.parse::<usize>().ok().and_then(|i| compiled.get_mut(i));
+                if let (Some(slot), Some(validator)) = (slot, map.get(&format!("#/$defs/{key}"))) {
+                    *slot = Some(validator.clone());
+                }
+            }
+        }
+    }
+    compiled
+}
+
+/// One schema on its own.
+pub fn compile(schema: &Value) -> Result<Validator, String> {
+    options()
+        .build(schema)
+        .map_err(|e| json::truncate_for_message(&e.to_string()))
+}
+
+fn options() -> jsonschema::ValidationOptions<'static> {
+    jsonschema::options().should_validate_formats(true)
+}
+
+fn self_contained(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => map
+            .iter()
+            .all(|(key, value)| !DOCUMENT_KEYS.contains(&key.as_str()) && self_contained(value)),
+        Value::Array(items) => items.iter().all(self_contained),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn errors(validator: &Validator, instance: &Value) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = validator
+            .iter_errors(instance)
+            .map(|e| (e.instance_path().as_str().to_owned(), format!("{:?}", e.kind())))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Compiled together or alone, a schema reports the same errors.
+    #[test]
+    fn shared_document_validates_like_each_schema_alone() {
+        let schemas = [
+            json!({"type": "object", "properties": {"id": {"type": "string", "minLength": 2}}, "required": ["id"]}),
+            json!({"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}, "additionalProperties": false}),
+            json!({"type": "object", "properties": {"when": {"type": "string", "format": "date"}},
+                   "unevaluatedProperties": false}),
+            json!({"type": "object", "$defs": {"x": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/x"}}}),
+            json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                   "properties": {"items": {"type": "array", "items": [{"type": "string"}]}}}),
+        ];
+        let instances = [
+            json!({}),
+            json!({"id": "a"}),
+            json!({"id": "ab", "n": 9, "extra": true}),
+            json!({"when": "2026-13-40", "x": 5}),
+            json!({"items": [1, "a"], "n": "3"}),
+            json!([1]),
+        ];
+        let refs: Vec<&Value> = schemas.iter().collect();
+        let shared: Vec<bool> = compile_shared(&refs).iter().map(Option::is_some).collect();
+        assert_eq!(
+            shared,
+            [true, true, true, false, false],
+            "the first three share one document"
+        );
+        let together = compile_all(&refs);
+        assert_eq!(together.len(), schemas.len());
+        for (schema, shared) in schemas.iter().zip(&together) {
+            let alone = compile(schema).expect("compiles alone");
+            let shared = shared.as_ref().expect("compiles together");
+            for instance in &instances {
+                assert_eq!(
+                    errors(shared, instance),
+                    errors(&alone, instance),
+                    "{schema} on {instance}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_bad_schema_fails_alone_and_the_others_still_compile() {
+        let schemas = [
+            json!({"type": "object"}),
+            json!({"type": "no-such-type"}),
+            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+        ];
+        let refs: Vec<&Value> = schemas.iter().collect();
+        assert!(
+            compile_shared(&refs).iter().all(Option::is_none),
+            "the shared document does not compile"
+        );
+        let out = compile_all(&refs);
+        assert!(out[0].is_ok() && out[2].is_ok());
+        assert_eq!(out[1].as_ref().err(), compile(&schemas[1]).err().as_ref());
+    }
+
+    #[test]
+    fn document_keys_anywhere_keep_a_schema_alone() {
+        assert!(self_contained(
+            &json!({"type": "object", "properties": {"id": {"type": "string"}}})
+        ));
+        assert!(!self_contained(&json!({"properties": {"a": {"$ref": "#/$defs/a"}}})));
+        assert!(!self_contained(&json!({"anyOf": [{"$id": "urn:x"}]})));
+        assert!(!self_contained(
+            &json!({"$schema": "http://json-schema.org/draft-07/schema#"})
+        ));
+    }
+}
