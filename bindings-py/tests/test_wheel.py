@@ -76,7 +76,7 @@ def test_build_step_builds_a_missing_component_with_cargo(tmp_path: Path) -> Non
     assert log.read_text().split() == [
         "run",
         "-q",
-        "-p",
+        "--bin",
         "component-build",
         "--",
         str(repo / "dist" / "toolgate_policy.wasm"),
