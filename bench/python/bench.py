@@ -383,7 +383,7 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
         f"{'floor ns':>9} {'tg/cedar':>9} {'tg/floor':>9} {'tg load ms':>11} {'cedar load ms':>14}"
     )
     print(
-        f"python {platform.python_version()}: toolgate {metadata.version('toolgate')} (wasmtime "
+        f"python {platform.python_version()}: mcp-toolgate {metadata.version('mcp-toolgate')} (wasmtime "
         f"{metadata.version('wasmtime')}) vs cedarpy {metadata.version('cedarpy')}; ns per decision, median of "
         f"{budget.rounds} round(s) of about {budget.slice_seconds:g} s per contender",
         flush=True,
