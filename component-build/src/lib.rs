@@ -49,6 +49,7 @@ pub fn build_module(workspace_root: &Path) -> Result<PathBuf, String> {
 /// Compiles a guest crate of this workspace (the policy component, or the
 /// benchmark floor) and returns the path of its core wasm module.
 pub fn build_package_module(workspace_root: &Path, package: &str) -> Result<PathBuf, String> {
+    ensure_guest_target();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let target_dir = workspace_root.join("target").join("guest");
     let mut cmd = Command::new(cargo);
@@ -79,6 +80,31 @@ pub fn build_package_module(workspace_root: &Path, package: &str) -> Result<Path
         .join(GUEST_TARGET)
         .join(GUEST_PROFILE)
         .join(format!("{}.wasm", package.replace('-', "_"))))
+}
+
+/// Adds the guest target to the active rustup toolchain when it lacks it.
+///
+/// Why here: `rust-toolchain.toml` names the target, but rustup installs the
+/// targets it lists only when it installs the toolchain itself; a machine
+/// that already has `stable` would fail a plain `cargo build` with "can't
+/// find crate for `core`". Best effort and silent when it works: without
+/// rustup (a distribution's Rust), the build below fails with its own hint.
+fn ensure_guest_target() {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let libdir = Command::new(rustc)
+        .args(["--print", "target-libdir", "--target", GUEST_TARGET])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    if libdir.is_some_and(|dir| dir.is_dir()) {
+        return;
+    }
+    // RUSTUP_TOOLCHAIN (set by rustup's cargo proxy) picks the same toolchain.
+    let _ = Command::new("rustup")
+        .args(["target", "add", GUEST_TARGET])
+        .stdout(std::process::Stdio::null())
+        .status();
 }
 
 /// Meters a core module (with wit-bindgen's component-type section) with the

@@ -3,8 +3,8 @@
 //! Load once, evaluate many. An [`Engine`] compiles the component once (or
 //! loads a precompiled artifact); each [`RuleSet`] is one instance holding one
 //! loaded policy + catalog. Every call runs under the component's own compute
-//! budget (the guest meter, the same in every runtime; wasmtime fuel is only a
-//! larger backstop) and a memory cap; a trap or an exhausted limit is a deny
+//! budget (the guest meter, the same in every runtime; a wall-clock deadline,
+//! or wasmtime fuel, is only a backstop: [`Limits`]) and a memory cap; a trap or an exhausted limit is a deny
 //! with its own code (never an allow), and the rule set re-instantiates itself
 //! so the next call is served.
 //!
@@ -29,12 +29,20 @@ use bindings::exports::toolgate::policy::engine::{
 };
 use serde::Serialize;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 use wasmtime::component::{Component, Linker, ResourceAny};
 use wasmtime::{ResourceLimiter, Store, Trap};
 
 /// The component built from this workspace, embedded at build time.
 pub static COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.wasm"));
+
+/// [`COMPONENT`] compiled to native code by the build script, for the
+/// machine and wasmtime configuration of this build (empty for a debug build,
+/// a cross-build, or `TOOLGATE_PRECOMPILE=0`): a fresh process loads it in
+/// milliseconds instead of compiling for seconds. Same trust as the binary
+/// that carries it.
+pub static NATIVE_CODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.cwasm"));
 
 /// The WIT contract version this host speaks; checked against the component.
 pub const CONTRACT_VERSION: &str = "0.2.0";
@@ -335,39 +343,131 @@ pub mod limits {
 /// The compute budget that decides `ENGINE_LIMIT` is not here: it is compiled
 /// into the component (the guest meter, [`limits::CALL_BUDGET`] and the load
 /// budgets), so Rust, Node and Python stop a runaway call at the same point.
-/// The fuel below is a backstop [`limits::FUEL_BACKSTOP_FACTOR`] times larger
-/// that the meter always reaches first; lowering it below the guest budget
-/// (tests do) makes wasmtime stop calls earlier, with the same `ENGINE_LIMIT`.
+/// What is here is the host's backstop behind that meter, for a meter that
+/// failed: by default a wall-clock deadline (wasmtime epoch interruption,
+/// checked at function entries and loop heads, nearly free), as Node's
+/// `deadlineMs`. [`Limits::fuel`] swaps it for wasmtime fuel, a count of
+/// instructions: deterministic, but it roughly doubles load time and adds
+/// ~15 % to a decision (docs/performance.md). Either one, when it stops a
+/// call, gives the same `ENGINE_LIMIT` decision as the meter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Wasmtime fuel (≈ wasm instructions) for one evaluate / list / turn call.
-    pub call_fuel: u64,
-    /// Fuel for loading a rule set (parsing and compiling every schema): at
-    /// least this much, and more for a big catalog (see below).
-    pub load_fuel: u64,
-    /// Load fuel per byte of policy and catalog text, when that is more than
-    /// `load_fuel`: loading costs in proportion to the tools it compiles, so
-    /// a 10 000-tool catalog must not hit a limit sized for 34 (a hang is
-    /// still stopped: the budget is finite for any input under the size cap).
-    pub load_fuel_per_input_byte: u64,
+    /// Wall-clock backstop for one evaluate / decide / list / turn call.
+    /// It fires between this and [`EPOCH_TICK`] later; zero stops every call.
+    pub call_deadline: Duration,
+    /// Wall-clock backstop for loading a rule set: at least this long ...
+    pub load_deadline: Duration,
+    /// ... and this much per MiB of policy and catalog text when that is
+    /// longer (loading costs in proportion to the tools it compiles).
+    pub load_deadline_per_input_mib: Duration,
+    /// `Some`: wasmtime fuel is the backstop instead of the deadlines.
+    pub fuel: Option<Fuel>,
     /// Linear memory cap per rule set, in bytes.
     pub max_memory_bytes: usize,
     /// Largest call, context, state or input accepted, in bytes.
     pub max_input_bytes: usize,
 }
 
-impl Default for Limits {
+/// Wasmtime fuel (≈ wasm instructions) as the backstop ([`Limits::fuel`]).
+/// The defaults are [`limits::FUEL_BACKSTOP_FACTOR`] times the guest budget,
+/// so the meter always stops a call first; lowering them below the guest
+/// budget (tests do) makes wasmtime stop calls earlier, with the same
+/// `ENGINE_LIMIT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fuel {
+    /// Fuel for one evaluate / decide / list / turn call.
+    pub call: u64,
+    /// Fuel for loading a rule set: at least this much ...
+    pub load: u64,
+    /// ... and this much per byte of policy and catalog text when that is
+    /// more (a 10 000-tool catalog must not hit a limit sized for 34).
+    pub load_per_input_byte: u64,
+}
+
+impl Default for Fuel {
     fn default() -> Self {
         use limits::*;
         // The budgets are positive constants: `unsigned_abs` is the value.
-        Limits {
-            call_fuel: CALL_BUDGET.unsigned_abs().saturating_mul(FUEL_BACKSTOP_FACTOR),
-            load_fuel: LOAD_BUDGET.unsigned_abs().saturating_mul(FUEL_BACKSTOP_FACTOR),
-            load_fuel_per_input_byte: LOAD_BUDGET_PER_INPUT_BYTE
+        Fuel {
+            call: CALL_BUDGET.unsigned_abs().saturating_mul(FUEL_BACKSTOP_FACTOR),
+            load: LOAD_BUDGET.unsigned_abs().saturating_mul(FUEL_BACKSTOP_FACTOR),
+            load_per_input_byte: LOAD_BUDGET_PER_INPUT_BYTE
                 .unsigned_abs()
                 .saturating_mul(FUEL_BACKSTOP_FACTOR),
+        }
+    }
+}
+
+impl Default for Limits {
+    /// Deadlines far beyond what the guest meter lets run here (a runaway
+    /// call stops after 0.5–4 s on a small machine, a maximal load well
+    /// under a minute), so the meter decides and the deadline only catches a
+    /// meter that failed.
+    fn default() -> Self {
+        use limits::*;
+        Limits {
+            call_deadline: Duration::from_secs(10),
+            load_deadline: Duration::from_secs(60),
+            load_deadline_per_input_mib: Duration::from_secs(30),
+            fuel: None,
             max_memory_bytes: usize::try_from(MAX_MEMORY_BYTES).unwrap_or(usize::MAX),
             max_input_bytes: usize::try_from(MAX_INPUT_BYTES).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+impl Limits {
+    /// What bounds one call.
+    fn call_backstop(&self) -> Backstop {
+        match self.fuel {
+            Some(fuel) => Backstop::Fuel(fuel.call),
+            None => Backstop::Deadline(self.call_deadline),
+        }
+    }
+
+    /// What bounds loading `input_bytes` of policy and catalog (and the
+    /// instance's start-up around it).
+    fn load_backstop(&self, input_bytes: u64) -> Backstop {
+        match self.fuel {
+            Some(fuel) => Backstop::Fuel(fuel.load.max(input_bytes.saturating_mul(fuel.load_per_input_byte))),
+            None => {
+                let per_mib = self
+                    .load_deadline_per_input_mib
+                    .mul_f64(input_bytes as f64 / f64::from(1u32 << 20));
+                Backstop::Deadline(self.load_deadline.max(per_mib))
+            }
+        }
+    }
+}
+
+/// The host's backstop for one call into the guest.
+#[derive(Debug, Clone, Copy)]
+enum Backstop {
+    Deadline(Duration),
+    Fuel(u64),
+}
+
+/// How often the deadline clock advances (one thread per process, started
+/// with the first deadline engine).
+pub const EPOCH_TICK: Duration = Duration::from_millis(50);
+
+impl Backstop {
+    fn arm(self, store: &mut Store<HostState>) -> Result<(), Error> {
+        match self {
+            Backstop::Deadline(deadline) => {
+                // A deadline fires on the first tick at or after it: one tick
+                // more than it spans, so it never fires early; zero is now.
+                let ticks = if deadline.is_zero() {
+                    0
+                } else {
+                    u64::try_from(deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()))
+                        .unwrap_or(u64::MAX / 2)
+                        .saturating_add(1)
+                };
+                store.set_epoch_deadline(ticks);
+                Ok(())
+            }
+            Backstop::Fuel(fuel) => store.set_fuel(fuel).map_err(component_error),
         }
     }
 }
@@ -422,20 +522,60 @@ fn component_error(e: impl fmt::Display) -> Error {
     Error::Component(e.to_string())
 }
 
-fn wasmtime_engine() -> Result<wasmtime::Engine, Error> {
-    let mut config = wasmtime::Config::new();
-    config.consume_fuel(true);
-    wasmtime::Engine::new(&config).map_err(component_error)
+/// The wasmtime engine for a backstop kind: one per process and kind, so
+/// every toolgate [`Engine`] shares its compiled-code registry and the one
+/// deadline clock.
+fn wasmtime_engine(fuel: bool) -> Result<wasmtime::Engine, Error> {
+    static DEADLINE: OnceLock<Result<wasmtime::Engine, String>> = OnceLock::new();
+    static FUEL: OnceLock<Result<wasmtime::Engine, String>> = OnceLock::new();
+    let shared = if fuel { &FUEL } else { &DEADLINE };
+    shared
+        .get_or_init(|| {
+            let engine = wasmtime::Engine::new(&engine_config(fuel)).map_err(|e| e.to_string())?;
+            if !fuel {
+                // No clock, no backstop: refuse to run rather than run unbounded.
+                let clock = engine.weak();
+                std::thread::Builder::new()
+                    .name("toolgate-deadline".into())
+                    .spawn(move || {
+                        while let Some(engine) = clock.upgrade() {
+                            engine.increment_epoch();
+                            drop(engine);
+                            std::thread::sleep(EPOCH_TICK);
+                        }
+                    })
+                    .map_err(|e| format!("could not start the deadline clock: {e}"))?;
+            }
+            Ok(engine)
+        })
+        .clone()
+        .map_err(Error::Component)
 }
+
+include!("engine_config.rs");
 
 impl Engine {
     /// The embedded component with default limits.
     pub fn new() -> Result<Engine, Error> {
-        Engine::from_component_bytes(COMPONENT, Limits::default())
+        match Engine::embedded(Limits::default()) {
+            Some(engine) => Ok(engine),
+            None => Engine::from_component_bytes(COMPONENT, Limits::default()),
+        }
     }
 
-    /// The embedded component, compiled once per machine: the native code is
-    /// kept in a cache directory (`TOOLGATE_CACHE_DIR`, default the
+    /// The embedded component from [`NATIVE_CODE`], when this build carries
+    /// it and this machine runs it (wasmtime checks the CPU features and
+    /// configuration it was made for; a mismatch means compiling instead).
+    fn embedded(limits: Limits) -> Option<Engine> {
+        if NATIVE_CODE.is_empty() || limits.fuel.is_some() {
+            return None;
+        }
+        Engine::from_precompiled(NATIVE_CODE, limits).ok()
+    }
+
+    /// The embedded component ready to run: its [`NATIVE_CODE`] when this
+    /// build carries code this machine runs; otherwise compiled once per
+    /// machine, the native code kept in a cache directory (`TOOLGATE_CACHE_DIR`, default the
     /// platform's cache folder + `toolgate`: `$XDG_CACHE_HOME` or `~/.cache`,
     /// `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows; `off`
     /// disables it)
@@ -448,10 +588,13 @@ impl Engine {
 
     /// [`Engine::cached`] with explicit limits.
     pub fn cached_with(limits: Limits) -> Result<Engine, Error> {
+        if let Some(engine) = Engine::embedded(limits) {
+            return Ok(engine);
+        }
         let Some(dir) = cache_dir() else {
             return Engine::from_component_bytes(COMPONENT, limits);
         };
-        let engine = wasmtime_engine()?;
+        let engine = wasmtime_engine(limits.fuel.is_some())?;
         let key = {
             use std::hash::{Hash, Hasher};
             let mut hasher = std::hash::DefaultHasher::new();
@@ -480,15 +623,16 @@ impl Engine {
     /// [`Engine::cached`]). Prefer [`Engine::precompile`] once
     /// and [`Engine::from_precompiled`] at start-up where that matters.
     pub fn from_component_bytes(bytes: &[u8], limits: Limits) -> Result<Engine, Error> {
-        let engine = wasmtime_engine()?;
+        let engine = wasmtime_engine(limits.fuel.is_some())?;
         let component = Component::new(&engine, bytes).map_err(component_error)?;
         Engine::from_component(engine, component, limits)
     }
 
     /// The embedded component compiled for this machine and wasmtime
-    /// version, to be stored and loaded with [`Engine::from_precompiled`].
+    /// version, to be stored and loaded with [`Engine::from_precompiled`]
+    /// (for limits without [`Limits::fuel`]: fuel is compiled into the code).
     pub fn precompile() -> Result<Vec<u8>, Error> {
-        wasmtime_engine()?
+        wasmtime_engine(false)?
             .precompile_component(COMPONENT)
             .map_err(component_error)
     }
@@ -499,7 +643,7 @@ impl Engine {
     /// location: precompiled code is native code and is not validated.
     #[allow(unsafe_code)]
     pub fn from_precompiled(bytes: &[u8], limits: Limits) -> Result<Engine, Error> {
-        let engine = wasmtime_engine()?;
+        let engine = wasmtime_engine(limits.fuel.is_some())?;
         // SAFETY: wasmtime checks the artifact's header (engine configuration
         // and version) and refuses mismatches; the caller vouches for origin.
         let component = unsafe { Component::deserialize(&engine, bytes) }.map_err(component_error)?;
@@ -532,7 +676,7 @@ impl Engine {
         };
         // Check the contract version once, on a throwaway instance.
         let (mut store, instance) = engine.instantiate()?;
-        store.set_fuel(engine.inner.limits.call_fuel).map_err(component_error)?;
+        engine.inner.limits.call_backstop().arm(&mut store)?;
         let version = instance
             .toolgate_policy_engine()
             .call_contract_version(&mut store)
@@ -554,8 +698,8 @@ impl Engine {
             },
         );
         store.limiter(|state| state as &mut dyn ResourceLimiter);
-        // Instantiation runs the component's start code: it needs fuel too.
-        store.set_fuel(self.inner.limits.call_fuel).map_err(component_error)?;
+        // Instantiation runs the component's start code: bounded like a call.
+        self.inner.limits.call_backstop().arm(&mut store)?;
         let instance = self.inner.pre.instantiate(&mut store).map_err(component_error)?;
         Ok((store, instance))
     }
@@ -580,10 +724,7 @@ impl Engine {
         let (mut store, instance) = self.instantiate()?;
         let limits = self.inner.limits;
         let input_bytes = (catalog.len() + policy.map_or(0, str::len)) as u64;
-        let fuel = limits
-            .load_fuel
-            .max(input_bytes.saturating_mul(limits.load_fuel_per_input_byte));
-        store.set_fuel(fuel).map_err(component_error)?;
+        limits.load_backstop(input_bytes).arm(&mut store)?;
         let rules = instance.toolgate_policy_engine().rule_set();
         let loaded = rules.call_load(&mut store, policy, catalog);
         let handle = match loaded {
@@ -595,7 +736,7 @@ impl Engine {
                 });
             }
         };
-        store.set_fuel(self.inner.limits.call_fuel).map_err(component_error)?;
+        limits.call_backstop().arm(&mut store)?;
         let revision = rules.call_revision(&mut store, handle).map_err(|trap| Error::Fault {
             code: fault_code(&trap, &store),
         })?;
@@ -687,11 +828,11 @@ impl RuleSet {
         guard.as_ref().map_or(0, |live| live.store.data().memory_bytes)
     }
 
-    /// Runs `f` on the live instance under the call fuel budget. A trap
+    /// Runs `f` on the live instance under `backstop`. A trap
     /// poisons the instance; it is replaced before the next call.
     fn with_instance<T>(
         &self,
-        fuel: u64,
+        backstop: Backstop,
         f: impl FnOnce(&mut Store<HostState>, &bindings::Toolgate, ResourceAny) -> wasmtime::Result<T>,
     ) -> Result<T, Error> {
         let mut guard = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -702,7 +843,7 @@ impl RuleSet {
             return Err(Error::Fault { code: "ENGINE_TRAP" });
         };
         live.store.data_mut().memory_exhausted = false;
-        live.store.set_fuel(fuel).map_err(component_error)?;
+        backstop.arm(&mut live.store)?;
         match f(&mut live.store, &live.instance, live.handle) {
             Ok(value) => Ok(value),
             Err(trap) => {
@@ -721,17 +862,36 @@ impl RuleSet {
 
     /// [`RuleSet::evaluate`] with the context as JSON text.
     pub fn evaluate_raw(&self, call: &[u8], context: &str) -> Decision {
-        self.evaluate_with_fuel(call, context, self.engine.inner.limits.call_fuel)
+        self.evaluate_within(call, context, self.engine.inner.limits.call_backstop())
     }
 
-    /// [`RuleSet::evaluate_raw`] under an explicit fuel budget (fault tests,
-    /// callers with a tighter latency budget).
+    /// [`RuleSet::evaluate_raw`] under a tighter deadline than
+    /// [`Limits::call_deadline`] (callers with a latency budget; fault tests).
+    /// With [`Limits::fuel`] set, the engine's fuel bounds the call instead.
+    pub fn evaluate_with_deadline(&self, call: &[u8], context: &str, deadline: Duration) -> Decision {
+        let backstop = match self.engine.inner.limits.fuel {
+            Some(fuel) => Backstop::Fuel(fuel.call),
+            None => Backstop::Deadline(deadline),
+        };
+        self.evaluate_within(call, context, backstop)
+    }
+
+    /// [`RuleSet::evaluate_raw`] under an explicit fuel budget. Fuel is
+    /// compiled into the code: on an engine without [`Limits::fuel`] nothing
+    /// runs and the decision is `ENGINE_LIMIT` (refused, never unbounded).
     pub fn evaluate_with_fuel(&self, call: &[u8], context: &str, fuel: u64) -> Decision {
+        if self.engine.inner.limits.fuel.is_none() {
+            return Decision::fault("ENGINE_LIMIT");
+        }
+        self.evaluate_within(call, context, Backstop::Fuel(fuel))
+    }
+
+    fn evaluate_within(&self, call: &[u8], context: &str, backstop: Backstop) -> Decision {
         let max = self.engine.inner.limits.max_input_bytes;
         if call.len() > max || context.len() > max {
             return Decision::fault("INPUT_TOO_LARGE");
         }
-        let result = self.with_instance(fuel, |store, instance, handle| {
+        let result = self.with_instance(backstop, |store, instance, handle| {
             instance
                 .toolgate_policy_engine()
                 .rule_set()
@@ -753,7 +913,7 @@ impl RuleSet {
         if context.len() > self.engine.inner.limits.max_input_bytes {
             return Err(Error::TooLarge);
         }
-        self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+        self.with_instance(self.engine.inner.limits.call_backstop(), |store, instance, handle| {
             instance
                 .toolgate_policy_engine()
                 .rule_set()
@@ -769,7 +929,7 @@ impl RuleSet {
         if state.len() > max || input.len() > max {
             return Err(Error::TooLarge);
         }
-        self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+        self.with_instance(self.engine.inner.limits.call_backstop(), |store, instance, handle| {
             instance
                 .toolgate_policy_engine()
                 .rule_set()
@@ -802,7 +962,7 @@ impl RuleSet {
                 now_ms,
             }),
         };
-        let result = self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+        let result = self.with_instance(self.engine.inner.limits.call_backstop(), |store, instance, handle| {
             instance
                 .toolgate_policy_engine()
                 .rule_set()
@@ -835,7 +995,7 @@ impl RuleSet {
         if call.len() > max || caller.len() > max {
             return Err(Error::TooLarge);
         }
-        self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+        self.with_instance(self.engine.inner.limits.call_backstop(), |store, instance, handle| {
             instance
                 .toolgate_policy_engine()
                 .rule_set()
@@ -846,7 +1006,7 @@ impl RuleSet {
 
     /// Lints on the loaded rules.
     pub fn findings(&self) -> Result<Vec<Finding>, Error> {
-        let found = self.with_instance(self.engine.inner.limits.call_fuel, |store, instance, handle| {
+        let found = self.with_instance(self.engine.inner.limits.call_backstop(), |store, instance, handle| {
             instance
                 .toolgate_policy_engine()
                 .rule_set()

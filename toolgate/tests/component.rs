@@ -4,7 +4,8 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-use toolgate::{COMPONENT, Context, Engine, Error, Limits, faults};
+use std::time::Duration;
+use toolgate::{COMPONENT, Context, Engine, Error, Fuel, Limits, faults};
 
 /// The component must run in wasmtime, jco, wasmtime-py and workerd without
 /// any shim: it imports nothing. An entry here needs a reason next to it.
@@ -166,8 +167,31 @@ fn injected_trap_denies_with_engine_trap_and_the_next_call_is_served() {
 }
 
 #[test]
-fn exhausted_fuel_denies_with_its_own_code_and_the_next_call_is_served() {
+fn a_passed_deadline_denies_with_its_own_code_and_the_next_call_is_served() {
     let engine = Engine::cached().unwrap();
+    let rules = engine.load(None, CATALOG).unwrap();
+    let good = known_good(&rules);
+    // Zero: the epoch deadline has passed at the guest's first check.
+    let late = rules.evaluate_with_deadline(SMALL_CALL, "{}", Duration::ZERO);
+    assert!(!late.ok);
+    assert_eq!(late.code.as_deref(), Some("ENGINE_LIMIT"));
+    assert_eq!(late.json, faults::ENGINE_LIMIT);
+    assert_served(&rules, &good);
+    // Fuel is compiled into the code: a deadline engine refuses a fuel budget.
+    assert_eq!(
+        rules.evaluate_with_fuel(SMALL_CALL, "{}", u64::MAX).json,
+        faults::ENGINE_LIMIT
+    );
+    assert_served(&rules, &good);
+}
+
+#[test]
+fn exhausted_fuel_denies_with_its_own_code_and_the_next_call_is_served() {
+    let limits = Limits {
+        fuel: Some(Fuel::default()),
+        ..Limits::default()
+    };
+    let engine = Engine::cached_with(limits).unwrap();
     let rules = engine.load(None, CATALOG).unwrap();
     let good = known_good(&rules);
     let starved = rules.evaluate_with_fuel(SMALL_CALL, "{}", 1_000);
@@ -181,7 +205,10 @@ fn exhausted_fuel_denies_with_its_own_code_and_the_next_call_is_served() {
 fn exhausted_fuel_on_list_and_turn_fails_with_engine_limit() {
     // Enough fuel for loading and for small calls, not for 3.6 MB inputs.
     let limits = Limits {
-        call_fuel: 10_000_000,
+        fuel: Some(Fuel {
+            call: 10_000_000,
+            ..Fuel::default()
+        }),
         ..Limits::default()
     };
     let engine = Engine::cached_with(limits).unwrap();
@@ -194,6 +221,18 @@ fn exhausted_fuel_on_list_and_turn_fails_with_engine_limit() {
     assert_served(&rules, &good);
     assert_fault(rules.turn("", &huge_turn()), "ENGINE_LIMIT");
     assert_served(&rules, &good);
+}
+
+#[test]
+fn a_load_past_its_deadline_fails_with_engine_limit() {
+    let limits = Limits {
+        load_deadline: Duration::ZERO,
+        load_deadline_per_input_mib: Duration::ZERO,
+        ..Limits::default()
+    };
+    let engine = Engine::cached_with(limits).unwrap();
+    let err = engine.load(None, CATALOG).unwrap_err();
+    assert_eq!(err.code(), "ENGINE_LIMIT");
 }
 
 #[test]
