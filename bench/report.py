@@ -2,6 +2,11 @@
 """Merges the per-runtime benchmark results into one table, the `ratio` lines
 scripts read, the scale and start-up figures, and an SVG chart.
 
+The `load` and `cold` lines are the harnesses' own (`bench rust`, bench/node,
+bench/python print them); this report shows the Node and Python figures behind
+them from their JSON (`toolgate_ready_ns` / `cedar_ready_ns` per scale, `cold`),
+as ratios. The Rust JSON has no such keys: its `load` lines are on its stdout.
+
 Usage: bench/report.py RESULTS.json... [--svg OUT.svg]
 
 Standard library only: it runs before any virtualenv exists.
@@ -107,6 +112,45 @@ def start(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def ready_and_cold(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Ready to decide (load + the first decision on every tool) against Cedar's
+    load, and the cold start against the bare interpreter, where the JSON has them."""
+    ready: list[str] = []
+    for runtime in RUNTIMES:
+        entry = results.get(runtime)
+        if not entry:
+            continue
+        cells = []
+        for n, figures in sorted(entry["scales"].items(), key=lambda kv: int(kv[0])):
+            tg, cd = figures.get("toolgate_ready_ns"), figures.get("cedar_ready_ns")
+            if tg is not None and cd:
+                cells.append(f"{int(n):,}: {tg / 1e6:.2f} | {cd / 1e6:.2f} ({tg / cd:.2f}x)")
+        if cells:
+            ready.append(f"  {runtime:<14} " + ", ".join(cells))
+        elif runtime.startswith("rust-"):
+            ready.append(f"  {runtime:<14} (the `load {runtime}` lines of `bench rust`)")
+    cold: list[str] = []
+    for runtime in RUNTIMES:
+        figures = (results.get(runtime) or {}).get("cold")
+        if not figures:
+            continue
+        line = f"  {runtime:<14} {figures['toolgate_ms']:.1f} (bare interpreter {figures['bare_ms']:.1f}"
+        if figures.get("bare_ms"):
+            line += f", {figures['toolgate_ms'] / figures['bare_ms']:.1f}x"
+        line += f"; median of {figures.get('runs', '?')})"
+        if figures.get("phases_ms"):
+            line += "; in the child: " + ", ".join(f"{k} {v:.1f}" for k, v in figures["phases_ms"].items())
+        cold.append(line)
+    lines: list[str] = []
+    if any(not line.endswith("`bench rust`)") for line in ready):
+        lines += ["", "Ready to decide: load + the first decision on every tool, ms (toolgate | Cedar's load, ratio):"]
+        lines += ready
+    if cold:
+        lines += ["", "Cold start: a fresh process to the first decision on the seed catalog, ms:"]
+        lines += cold
+    return lines
+
+
 def svg(results: dict[str, dict[str, Any]]) -> str:
     """Time per decision against catalog size, log-log, toolgate (solid) and
     Cedar (dashed), one colour per runtime."""
@@ -187,7 +231,7 @@ def main(argv: list[str]) -> int:
     if not results:
         print("no results", file=sys.stderr)
         return 1
-    print("\n".join(table(results) + scale(results) + start(results)))
+    print("\n".join(table(results) + scale(results) + start(results) + ready_and_cold(results)))
     if svg_out:
         Path(svg_out).write_text(svg(results))
         print(f"\nchart: {svg_out}")

@@ -40,6 +40,17 @@
 //   whole mixes for about the same wall time; the figure is the median over
 //   rounds of the mean ns per decision over the mix. Every decision is consumed
 //   (`.ok`, Cedar's `decision`) and the allowed count is checked every round.
+// - Ready to decide, per scale, as `bench rust` prints it for rust-native and
+//   rust-wasmtime: `load node TOOLS NS CEDAR_NS RATIO`, a fresh load of policy
+//   and catalog plus the first decision on every tool of the catalog
+//   (`{"name":<tool>,"arguments":{}}`, so work a load defers is counted),
+//   against Cedar's preparation in this harness, timed again beside it
+//   (`preparsePolicySet` + `preparseSchema`, what `cedar_prepare_ms` counts).
+// - Cold start: `cold node MS`, the wall time of a fresh `node` child that
+//   imports the installed package, loads the seed rules and prints one decision
+//   (median of 3 runs, 1 in --smoke), and beside it `cold node-bare MS`, the
+//   same interpreter doing nothing (`node -e 0`). Figures, never asserted.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -49,6 +60,9 @@ import { prepareFloor, repoDir } from './floor.mjs';
 
 const PSET = 'toolgate-bench';
 const SCHEMA = 'toolgate-bench';
+/** The ready-to-decide measurement preparses under its own ids: the race's stay as they are. */
+const READY_PSET = 'toolgate-bench-ready';
+const READY_SCHEMA = 'toolgate-bench-ready';
 
 /** @param {string} msg */
 function fail(msg) {
@@ -76,11 +90,11 @@ const SCALES = (option('--scales') ?? '34,1000,10000').split(',');
 const dataDir = resolve(option('--data') ?? join(repoDir, 'target', 'bench-data'));
 const jsonOut = option('--json');
 const mode = argv.includes('--smoke') ? 'smoke' : argv.includes('--quick') ? 'quick' : 'default';
-/** rounds; sliceMs: wall time of one contender's slice of a round; warmupMs: per contender. */
+/** rounds; sliceMs: wall time of one contender's slice of a round; warmupMs: per contender; coldRuns: fresh processes. */
 const BUDGETS = {
-  smoke: { rounds: 1, sliceMs: 0, warmupMs: 0, seedReloads: 1 },
-  quick: { rounds: 9, sliceMs: 25, warmupMs: 200, seedReloads: 1 },
-  default: { rounds: 31, sliceMs: 60, warmupMs: 600, seedReloads: 3 },
+  smoke: { rounds: 1, sliceMs: 0, warmupMs: 0, seedReloads: 1, coldRuns: 1 },
+  quick: { rounds: 9, sliceMs: 25, warmupMs: 200, seedReloads: 1, coldRuns: 3 },
+  default: { rounds: 31, sliceMs: 60, warmupMs: 600, seedReloads: 3, coldRuns: 3 },
 };
 const budget = BUDGETS[mode];
 if (!existsSync(join(dataDir, 'mix.json'))) {
@@ -334,10 +348,51 @@ function race(contenders) {
   return { ns: samples.map(median), iters };
 }
 
+// ---- ready to decide: load + the first decision on every tool, against Cedar's preparation ----
+/**
+ * toolgate: a fresh `Toolgate.fromModule` (the module compiled once, as a host
+ * does) plus one decision per catalog tool on `{"name":<tool>,"arguments":{}}`
+ * with the mix's context, as `bench rust` times rust-native and rust-wasmtime.
+ * Cedar: what this harness prepares before Cedar can decide, `preparsePolicySet`
+ * + `preparseSchema` (`cedar_prepare_ms`), timed again here beside toolgate's
+ * load. cedar-wasm's stateful API takes the entities per call, so Cedar's side
+ * has nothing catalog-sized: the same at every scale. Left out of it, and kept
+ * apart in the JSON: the policies' validation against the schema (a check at
+ * start, `cedar_validate_ms`, not needed to decide; `bench rust`'s Cedar load
+ * includes it) and the JS Map of entities by tool this harness builds from
+ * entities.json (`cedar_entities_map_ms`, the host's lookup, not Cedar's).
+ * @param {string} catalogText
+ * @param {string} scale
+ * @returns {{ tools: number, toolgateNs: number, cedarNs: number }}
+ */
+function readyToDecide(catalogText, scale) {
+  const names = /** @type {{ tools: { name: string }[] }} */ (JSON.parse(catalogText)).tools.map((t) => t.name);
+  const firstCalls = names.map((name) => encoder.encode(`{"name":${JSON.stringify(name)},"arguments":{}}`));
+  const context = contexts[0];
+  const t0 = nowNs();
+  const gate = Toolgate.fromModule({ module, policy, catalog: catalogText });
+  const decisions = firstCalls.map((call) => gate.evaluate(call, context));
+  const toolgateNs = Number(nowNs() - t0);
+  gate.close();
+  decisions.forEach((d, i) => {
+    const value = JSON.parse(d.json);
+    if (typeof value.ok !== 'boolean' || /^(ENGINE_|INPUT_TOO_LARGE)/.test(value.error?.code ?? '')) {
+      fail(`at ${scale} tools, the first decision on ${names[i]} is ${d.json}`);
+    }
+  });
+  const t1 = nowNs();
+  const pset = cedar.preparsePolicySet(READY_PSET, { staticPolicies: cedarPolicies });
+  const schema = cedar.preparseSchema(READY_SCHEMA, cedarSchema);
+  const cedarNs = Number(nowNs() - t1);
+  if (pset.type !== 'success' || schema.type !== 'success') fail(`Cedar's preparse at ${scale} tools: ${JSON.stringify([pset, schema])}`);
+  return { tools: names.length, toolgateNs, cedarNs };
+}
+
 // ---- load every scale, check every call ------------------------------------------
 /**
  * @typedef {{ scale: string, gate: import('toolgate').Toolgate, gateStructural: import('toolgate').Toolgate,
- *   loadMs: number, loadStructuralMs: number, contenders: Contender[] }} Scale
+ *   loadMs: number, loadStructuralMs: number, contenders: Contender[], ready: Ready }} Scale
+ * @typedef {{ tools: number, toolgateNs: number, cedarNs: number, entitiesMapMs: number }} Ready
  */
 /** @type {Scale[]} */
 const loaded = [];
@@ -346,10 +401,12 @@ for (const scale of SCALES) {
   const dir = join(dataDir, scale);
   const [gate, loadMs] = timed(() => Toolgate.fromModule({ module, policy, catalog: text(join(dir, 'catalog.json')) }));
   const [gateStructural, loadStructuralMs] = timed(() => Toolgate.fromModule({ module, policy, catalog: text(join(dir, 'catalog-structural.json')) }));
-  const entities = /** @type {Entity[]} */ (JSON.parse(text(join(dir, 'entities.json'))));
+  const [[entities, tools], entitiesMapMs] = timed(() => {
+    const all = /** @type {Entity[]} */ (JSON.parse(text(join(dir, 'entities.json'))));
+    return /** @type {const} */ ([all, new Map(all.filter((e) => e.uid.type === 'Tool').map((e) => [e.uid.id, e]))]);
+  });
   const agent = entities.find((e) => e.uid.type === 'Agent');
   if (!agent) fail(`${scale}/entities.json has no Agent`);
-  const tools = new Map(entities.filter((e) => e.uid.type === 'Tool').map((e) => [e.uid.id, e]));
   const contenders = [
     toolgateContender(gate, `toolgate at ${scale}`, expectAllowed),
     toolgateContender(gateStructural, `toolgate (structural schemas) at ${scale}`, expectAllowed),
@@ -374,7 +431,8 @@ for (const scale of SCALES) {
     const d = floor.evaluate(callBytes[i], contexts[i]);
     if (!(d.json.length > 100) || d.ok !== true) fail(`the floor returned ${JSON.stringify(d.json)}`);
   });
-  loaded.push({ scale, gate, gateStructural, loadMs, loadStructuralMs, contenders });
+  const ready = { ...readyToDecide(text(join(dir, 'catalog.json')), scale), entitiesMapMs };
+  loaded.push({ scale, gate, gateStructural, loadMs, loadStructuralMs, contenders, ready });
   process.stderr.write(`bench/node: ${scale} tools loaded (${Math.round(loadMs)} ms, structural ${Math.round(loadStructuralMs)} ms), every call agrees\n`);
 }
 
@@ -396,12 +454,83 @@ const rows = loaded.map((l, k) => {
     floor_ns: floorNs,
     toolgate_load_ms: l.loadMs,
     toolgate_structural_load_ms: l.loadStructuralMs,
+    tools: l.ready.tools,
+    toolgate_ready_ns: l.ready.toolgateNs,
+    cedar_ready_ns: l.ready.cedarNs,
+    cedar_entities_map_ms: l.ready.entitiesMapMs,
   };
   l.gate.close();
   l.gateStructural.close();
-  return { scale: l.scale, toolgateNs, structuralNs, cedarNs, floorNs, loadMs: l.loadMs, loadStructuralMs: l.loadStructuralMs };
+  return { scale: l.scale, toolgateNs, structuralNs, cedarNs, floorNs, loadMs: l.loadMs, loadStructuralMs: l.loadStructuralMs, ready: l.ready };
 });
 floor.close();
+
+// ---- cold start: a fresh process to its first decision ----------------------------
+// A child `node` imports the installed package (from bench/node/node_modules,
+// resolved from its working directory), compiles the core module, loads the
+// seed policy and catalog and prints its decision on the mix's first call: what
+// `Toolgate.load` does, in steps so the child can say where the time goes
+// (`boot` is node's own start, `performance.now()` when the script begins).
+// Nothing compiled is reused between processes: the package compiles its core
+// module with `WebAssembly.compile` in every process (it keeps no code cache),
+// Node has no on-disk cache for wasm code, and NODE_COMPILE_CACHE (Node >= 22.1,
+// JavaScript only) is removed from the child's environment. The peer is the
+// same interpreter doing nothing, `node -e 0`, in the same rounds.
+const COLD_SCRIPT = `
+const t0 = performance.now();
+const { readFileSync } = await import('node:fs');
+const tg = await import('toolgate');
+const t1 = performance.now();
+const module = await tg.compileCoreModule();
+const t2 = performance.now();
+const [policyPath, catalogPath, call, context] = process.argv.slice(1);
+const gate = tg.Toolgate.fromModule({ module, policy: readFileSync(policyPath, 'utf8'), catalog: readFileSync(catalogPath, 'utf8') });
+const t3 = performance.now();
+const decision = gate.evaluate(call, context);
+const t4 = performance.now();
+process.stdout.write(JSON.stringify({ decision: JSON.parse(decision.json), phases_ms: { boot: t0, import: t1 - t0, compile: t2 - t1, load: t3 - t2, decide: t4 - t3 } }));
+`;
+/**
+ * @param {string[]} args
+ * @returns {[string, number]} stdout and the wall time in ms, spawn to exit
+ */
+function spawnTimed(args) {
+  const env = { ...process.env };
+  delete env.NODE_COMPILE_CACHE;
+  const t = nowNs();
+  const r = spawnSync(process.execPath, args, { cwd: join(repoDir, 'bench', 'node'), env, encoding: 'utf8' });
+  const wall = toMs(nowNs() - t);
+  if (r.status !== 0) fail(`a cold-start child (node ${args[0]}) exited with ${r.status ?? r.signal}: ${r.stderr}`);
+  return [r.stdout, wall];
+}
+const coldSamples = /** @type {number[]} */ ([]);
+const bareSamples = /** @type {number[]} */ ([]);
+const phaseSamples = /** @type {Record<string, number[]>} */ ({});
+for (let r = 0; r < budget.coldRuns; r++) {
+  bareSamples.push(spawnTimed(['-e', '0'])[1]);
+  const [stdout, wall] = spawnTimed(['--input-type=module', '-e', COLD_SCRIPT, join(dataDir, 'policy.yaml'), join(dataDir, '34', 'catalog.json'), mix[0].call_json, mix[0].context_json]);
+  /** @type {{ decision?: { ok?: unknown }, phases_ms?: Record<string, number> }} */
+  const child = (() => {
+    try {
+      return JSON.parse(stdout);
+    } catch {
+      return {};
+    }
+  })();
+  if (child.decision === undefined || child.phases_ms === undefined) fail(`the cold-start child printed ${JSON.stringify(stdout)}, not its decision`);
+  if (typeof child.decision?.ok !== 'boolean') fail(`the cold-start child's decision has no \`ok\`: ${stdout}`);
+  if (child.decision?.ok !== mix[0].expect_allowed) fail(`the cold-start child decided ${stdout} on \`${mix[0].call_json}\`; the mix expects ok ${mix[0].expect_allowed}`);
+  coldSamples.push(wall);
+  for (const [k, v] of Object.entries(child.phases_ms ?? {})) (phaseSamples[k] ??= []).push(v);
+}
+const cold = {
+  toolgate_ms: median(coldSamples),
+  bare_ms: median(bareSamples),
+  runs: budget.coldRuns,
+  toolgate_samples_ms: coldSamples,
+  bare_samples_ms: bareSamples,
+  phases_ms: Object.fromEntries(Object.entries(phaseSamples).map(([k, v]) => [k, median(v)])),
+};
 
 // ---- report ----------------------------------------------------------------------
 const loadAtEnd = loadavg()[0];
@@ -425,6 +554,13 @@ out.push(`toolgate at ${last.scale} vs ${first.scale} tools: ${(last.toolgateNs 
 const f1 = (k) => (typeof start[k] === 'number' ? Number(start[k]).toFixed(1) : '?');
 out.push(`start: toolgate core compile ${f1('compile_ms')} ms, instantiate ${f1('instantiate_ms')} ms, seed load (34 tools) ${f1('seed_load_ms')} ms (first in process ${f1('seed_load_cold_ms')} ms); core module ${start.core_module_bytes} B, tarball ${start.package_tarball_bytes ?? '?'} B, unpacked ${start.package_unpacked_bytes} B`);
 out.push(`       cedar compile ${f1('cedar_compile_ms')} ms, import ${f1('cedar_import_ms')} ms, preparse policies+schema ${f1('cedar_prepare_ms')} ms, validate ${f1('cedar_validate_ms')} ms; module ${start.cedar_module_bytes} B, package unpacked ${start.cedar_package_unpacked_bytes} B`);
+out.push(`cold start, median of ${cold.runs} fresh process(es): ${cold.toolgate_ms.toFixed(1)} ms to the first decision, node -e 0 ${cold.bare_ms.toFixed(1)} ms; in the child (ms): ${Object.entries(cold.phases_ms).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`);
+// The machine-readable lines (docs/benchmarks.md): ready to decide per scale, cold start.
+for (const r of rows) {
+  out.push(`load node ${r.ready.tools} ${r.ready.toolgateNs} ${r.ready.cedarNs} ${(r.ready.toolgateNs / r.ready.cedarNs).toFixed(3)}`);
+}
+out.push(`cold node ${cold.toolgate_ms.toFixed(1)}`);
+out.push(`cold node-bare ${cold.bare_ms.toFixed(1)}`);
 console.log(out.join('\n'));
 
 if (jsonOut) {
@@ -442,6 +578,8 @@ if (jsonOut) {
     load_average: [loadAtStart, loadAtEnd],
     scales,
     start,
+    ready_to_decide: 'per scale: toolgate_ready_ns = Toolgate.fromModule (policy + catalog) + evaluate on {"name":<tool>,"arguments":{}} for every tool; cedar_ready_ns = preparsePolicySet + preparseSchema (entities go per call in this API)',
+    cold,
   };
   writeFileSync(jsonOut, `${JSON.stringify(result, null, 2)}\n`);
 }

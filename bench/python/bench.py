@@ -51,6 +51,19 @@ or more each here; the timed rounds take about 1 min (default), 10 s (quick).
   alike; each contender's slice runs whole mixes for about the same wall time;
   the figure is the median over rounds of the mean ns per decision over the
   mix. The allowed count is checked every round.
+- Ready to decide, per scale, as ``bench rust`` prints it for rust-native and
+  rust-wasmtime: ``load python TOOLS NS CEDAR_NS RATIO``, a fresh
+  ``RuleSet.load`` of policy and catalog plus the first decision on every tool
+  of the catalog (``{"name":<tool>,"arguments":{}}``, so work a load defers is
+  counted), against Cedar's preparation of the same rules as this harness
+  counts it (``cedar_prepare_ms``: ``PolicySet``, ``Schema``, the policies
+  validated, the entity store of that scale), timed again beside it.
+- Cold start: ``cold python MS``, the wall time of a fresh interpreter that
+  imports the installed package, compiles the component into an empty cache
+  directory (``TOOLGATE_CACHE_DIR``, a new temporary directory per run, so no
+  precompiled code is reused), loads the seed rules and prints one decision
+  (median of 3 runs, 1 in --smoke); beside it ``cold python-bare MS``, the
+  same interpreter doing nothing (``python -c pass``). Figures, never asserted.
 """
 
 from __future__ import annotations
@@ -62,6 +75,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -93,12 +107,14 @@ class Budget:
     #: Wall time per contender per round (whole mixes, at least `min_mixes`).
     slice_seconds: float
     min_mixes: int
+    #: Fresh processes for the cold start (median).
+    cold_runs: int
 
 
 BUDGETS = {
-    "smoke": Budget(rounds=1, slice_seconds=0.0, min_mixes=2),
-    "quick": Budget(rounds=7, slice_seconds=0.06, min_mixes=4),
-    "default": Budget(rounds=21, slice_seconds=0.2, min_mixes=16),
+    "smoke": Budget(rounds=1, slice_seconds=0.0, min_mixes=2, cold_runs=1),
+    "quick": Budget(rounds=7, slice_seconds=0.06, min_mixes=4, cold_runs=3),
+    "default": Budget(rounds=21, slice_seconds=0.2, min_mixes=16, cold_runs=3),
 }
 
 
@@ -300,6 +316,115 @@ def cedar_decider(cedar: Cedar, calls: list[bytes], entities_for: Callable[[str]
     return lambda i: cedar.decide(calls[i], entities_for)
 
 
+# -- ready to decide, cold start -----------------------------------------------
+
+
+def first_calls(catalog: str) -> list[bytes]:
+    """`{"name":<tool>,"arguments":{}}` for every tool of the catalog, as `bench rust` builds them."""
+    return [f'{{"name":{json.dumps(t["name"])},"arguments":{{}}}}'.encode() for t in json.loads(catalog)["tools"]]
+
+
+def toolgate_ready(catalog: str, policy: str, calls: list[bytes], context: str) -> int:
+    """ns from nothing to a fresh rule set that has decided once on every tool."""
+    from mcp_toolgate import RuleSet
+    from mcp_toolgate._faults import FAULTS
+
+    gc.collect()
+    t = time.perf_counter_ns()
+    rules = RuleSet.load(catalog=catalog, policy=policy, load_fuel=LOAD_FUEL)
+    decisions = [rules.evaluate_json(call, context) for call in calls]
+    took = time.perf_counter_ns() - t
+    faults = set(FAULTS.values())
+    for call, decision in zip(calls, decisions, strict=True):
+        if decision in faults or "ok" not in json.loads(decision):
+            raise BenchError(f"the first decision on {call.decode()} is {decision}")
+    return took
+
+
+def cedar_ready(policies_text: str, schema_text: str, entities_text: str) -> int:
+    """ns for Cedar's preparation of the same rules, as this harness counts it
+    in `cedar_prepare_ms` (and `bench rust`'s Cedar load does): the policy set,
+    the schema, the policies validated against it, the entity store."""
+    import cedarpy
+
+    gc.collect()
+    t = time.perf_counter_ns()
+    cedarpy.PolicySet.from_str(policies_text)
+    schema = cedarpy.Schema.from_str(schema_text)
+    validation = cedarpy.validate_policies(policies_text, schema)
+    cedarpy.Entities.from_json_str(entities_text, schema)
+    took = time.perf_counter_ns() - t
+    if not validation.validation_passed:
+        raise BenchError(f"the Cedar policies do not validate against the schema: {validation.errors}")
+    return took
+
+
+#: A fresh interpreter's path to its first decision, in the steps `RuleSet.load`
+#: takes (the process-wide runtime is what compiles the component), so the child
+#: can say where the time goes; `boot` is from the parent's spawn to the first
+#: line (CLOCK_MONOTONIC is one clock for every process).
+COLD_SCRIPT = """
+import json, sys, time
+t0 = time.monotonic()
+import mcp_toolgate
+from mcp_toolgate import _runtime
+t1 = time.monotonic()
+_runtime.runtime()
+t2 = time.monotonic()
+spawned, policy, catalog, call, context = sys.argv[1:]
+rules = mcp_toolgate.RuleSet.from_files(catalog, policy)
+t3 = time.monotonic()
+decision = rules.evaluate_json(call.encode(), context)
+t4 = time.monotonic()
+phases = {"boot": t0 - float(spawned), "import": t1 - t0, "compile": t2 - t1, "load": t3 - t2, "decide": t4 - t3}
+print(json.dumps({"decision": json.loads(decision), "phases_ms": {k: v * 1e3 for k, v in phases.items()}}))
+"""
+
+
+def spawn_timed(args: list[str], env: dict[str, str]) -> tuple[str, float]:
+    """stdout of `python ARGS` and its wall time in seconds, spawn to exit."""
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - t
+    if done.returncode != 0:
+        raise BenchError(f"a cold-start child (python {args[0]}) exited with {done.returncode}: {done.stderr}")
+    return done.stdout, took
+
+
+def cold_start(data: Path, call: dict[str, Any], runs: int) -> dict[str, Any]:
+    """The cold start and the bare interpreter's, medians of `runs` fresh processes, in the same rounds."""
+    cold: list[float] = []
+    bare: list[float] = []
+    phases: dict[str, list[float]] = {}
+    for _ in range(runs):
+        cache = tempfile.mkdtemp(prefix="toolgate-bench-cold-")
+        env = {**os.environ, "TOOLGATE_CACHE_DIR": cache}
+        try:
+            bare.append(spawn_timed(["-c", "pass"], env)[1])
+            args = [str(time.monotonic()), str(data / "policy.yaml"), str(data / "34" / "catalog.json")]
+            stdout, took = spawn_timed(["-c", COLD_SCRIPT, *args, call["call_json"], call["context_json"]], env)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        try:
+            child = json.loads(stdout)
+            ok = child["decision"]["ok"]
+        except (ValueError, KeyError, TypeError):
+            raise BenchError(f"the cold-start child printed {stdout!r}, not its decision") from None
+        if ok is not call["expect_allowed"]:
+            raise BenchError(f"the cold-start child decided {stdout.strip()} on {call['call_json']}")
+        cold.append(took)
+        for k, v in child["phases_ms"].items():
+            phases.setdefault(k, []).append(v)
+    return {
+        "toolgate_ms": ms(statistics.median(cold)),
+        "bare_ms": ms(statistics.median(bare)),
+        "runs": runs,
+        "toolgate_samples_ms": [ms(x) for x in cold],
+        "bare_samples_ms": [ms(x) for x in bare],
+        "phases_ms": {k: round(statistics.median(v), 3) for k, v in phases.items()},
+    }
+
+
 # -- the run ------------------------------------------------------------------
 
 
@@ -378,6 +503,7 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
             raise BenchError(f"the adapter's request for {m['call_json']} is not mix.json's: {cedar_request(call)}")
 
     results: dict[str, Any] = {}
+    load_lines: list[str] = []
     header = (
         f"{'tools':>6} {'toolgate ns':>12} {'tg-struct ns':>13} {'cedar ns':>10} {'(store':>9} {'per-call)':>10} "
         f"{'floor ns':>9} {'tg/cedar':>9} {'tg/floor':>9} {'tg load ms':>11} {'cedar load ms':>14}"
@@ -454,6 +580,19 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
             flush=True,
         )
         del rules, structural, store, by_tool, store_entities, call_entities
+        catalog = read_text(data / scale / "catalog.json")
+        entities_text = read_text(data / scale / "entities.json")
+        ready_calls = first_calls(catalog)
+        ready_ns = toolgate_ready(catalog, policy, ready_calls, context)
+        cedar_ready_ns = cedar_ready(policies_text, schema_text, entities_text)
+        del catalog, entities_text
+        results[scale].update(tools=len(ready_calls), toolgate_ready_ns=ready_ns, cedar_ready_ns=cedar_ready_ns)
+        load_lines.append(f"load python {len(ready_calls)} {ready_ns} {cedar_ready_ns} {ready_ns / cedar_ready_ns:.3f}")
+        print(
+            f"       ready to decide (load + the first decision on every tool): {ready_ns / 1e6:.1f} ms, "
+            f"Cedar {cedar_ready_ns / 1e6:.1f} ms",
+            flush=True,
+        )
     if "34" in results:
         start["seed_load_ms"] = results["34"]["toolgate_load_ms"]
     for scale in ("1000", "10000"):
@@ -469,6 +608,17 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
         top = max(results, key=int)
         growth = results[top]["toolgate_ns"] / results["34"]["toolgate_ns"]
         print(f"toolgate's time per decision at {top} tools / at 34: {growth:.2f}")
+    cold = cold_start(data, mix[0], budget.cold_runs)
+    print(
+        f"cold start, median of {cold['runs']} fresh process(es): {cold['toolgate_ms']:.1f} ms to the first decision, "
+        f"python -c pass {cold['bare_ms']:.1f} ms; in the child (ms): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in cold["phases_ms"].items())
+    )
+    # The machine-readable lines (docs/benchmarks.md): ready to decide per scale, cold start.
+    for line in load_lines:
+        print(line)
+    print(f"cold python {cold['toolgate_ms']:.1f}")
+    print(f"cold python-bare {cold['bare_ms']:.1f}")
     return {
         "runtime": "python",
         "peer": f"cedarpy {metadata.version('cedarpy')} (is_authorized with preloaded PolicySet, Schema and Entities "
@@ -478,6 +628,10 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
         "rounds": budget.rounds,
         "scales": results,
         "start": start,
+        "ready_to_decide": "per scale: toolgate_ready_ns = RuleSet.load (policy + catalog) + evaluate_json on "
+        '{"name":<tool>,"arguments":{}} for every tool; cedar_ready_ns = PolicySet + Schema + validate_policies + '
+        "Entities (that scale's store)",
+        "cold": cold,
     }
 
 
