@@ -134,6 +134,15 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
     let (empty, instantiate) = timed(|| fast.load(None, "[]"));
     drop(empty?);
     drop(engine);
+    // Compiling with fuel takes seconds: not in the CI smoke run.
+    let fueled = if budget.rounds > 1 && component_path.is_none() {
+        Some(toolgate::Engine::cached_with(toolgate::Limits {
+            fuel: Some(toolgate::Fuel::default()),
+            ..toolgate::Limits::default()
+        })?)
+    } else {
+        None
+    };
     let floor = toolgate::Engine::from_component_bytes(&floor_component()?, toolgate::Limits::default())?;
     let floor_rules = floor.load(None, "[]")?;
 
@@ -287,7 +296,21 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
             Ok::<_, toolgate::Error>(rules)
         });
         drop(ready?);
-        for (runtime, ready) in [("rust-native", native_ready), ("rust-wasmtime", component_ready)] {
+        let mut lines = vec![("rust-native", native_ready), ("rust-wasmtime", component_ready)];
+        // The trade-off of the host backstop (toolgate::Limits): the same,
+        // with wasmtime fuel instead of the default deadline.
+        if let Some(fueled) = &fueled {
+            let (ready, fueled_ready) = timed(|| {
+                let rules = fueled.load(Some(workload::POLICY), &catalog)?;
+                for call in &first_calls {
+                    black_box(rules.evaluate_raw(call, &context));
+                }
+                Ok::<_, toolgate::Error>(rules)
+            });
+            drop(ready?);
+            lines.push(("rust-wasmtime-fuel", fueled_ready));
+        }
+        for (runtime, ready) in lines {
             println!(
                 "load {runtime} {size} {} {} {:.3}",
                 ready.as_nanos(),
@@ -321,6 +344,18 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
     start.insert("compile_ms".into(), json!(ms(compile)));
     start.insert("precompiled_load_ms".into(), json!(ms(deserialize)));
     start.insert("instantiate_ms".into(), json!(ms(instantiate)));
+    start.insert("native_code_bytes".into(), json!(toolgate::NATIVE_CODE.len()));
+    if component_path.is_none() {
+        let rounds = if budget.rounds > 1 { 5 } else { 1 };
+        let (cli, bare) = cold_cli(rounds)?;
+        // `cold RUNTIME MS`: a fresh `toolgate eval` process with an empty
+        // cache directory, to its first decision on the seed rules; the
+        // peer is the same binary answering `--version` (process start).
+        println!("cold rust-cli {cli:.1}");
+        println!("cold rust-cli-bare {bare:.1}");
+        start.insert("cold_cli_ms".into(), json!(cli));
+        start.insert("cold_cli_bare_ms".into(), json!(bare));
+    }
     println!("start: {}", Value::Object(start.clone()));
 
     let results = json!([
@@ -331,6 +366,54 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
         std::fs::write(path, results.to_string())?;
     }
     Ok(())
+}
+
+/// Median wall time (ms) of `rounds` fresh `toolgate eval` processes, each
+/// with a new empty cache directory, deciding one call on the seed rules;
+/// and of the same binary printing its version.
+fn cold_cli(rounds: usize) -> Result<(f64, f64), Error> {
+    let cli = std::env::current_exe()?.with_file_name("toolgate");
+    let dir = std::env::temp_dir().join(format!("toolgate-bench-cold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let policy = dir.join("policy.yaml");
+    let catalog = dir.join("catalog.json");
+    std::fs::write(&policy, workload::POLICY)?;
+    std::fs::write(&catalog, workload::SEED_CATALOG)?;
+    let call = workload::mix()
+        .first()
+        .map(|m| m.call.to_string())
+        .ok_or("the mix is empty")?;
+    let mut cold = Vec::new();
+    let mut bare = Vec::new();
+    for round in 0..rounds {
+        let cache = dir.join(format!("cache-{round}"));
+        let (out, took) = timed(|| {
+            std::process::Command::new(&cli)
+                .env("TOOLGATE_CACHE_DIR", &cache)
+                .arg("eval")
+                .arg("--policy")
+                .arg(&policy)
+                .arg("--catalog")
+                .arg(&catalog)
+                .arg("--call")
+                .arg(&call)
+                .output()
+        });
+        let out = out?;
+        let decision: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("{} eval gave no decision ({e}): {out:?}", cli.display()))?;
+        if decision.get("ok").and_then(Value::as_bool).is_none() {
+            return Err(format!("not a decision: {decision}").into());
+        }
+        cold.push(ms(took));
+        let (out, took) = timed(|| std::process::Command::new(&cli).arg("--version").output());
+        if !out?.status.success() {
+            return Err(format!("{} --version failed", cli.display()).into());
+        }
+        bare.push(ms(took));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((median(cold), median(bare)))
 }
 
 /// `--scales 34,1000`: a subset of the catalog sizes (profile experiments).
