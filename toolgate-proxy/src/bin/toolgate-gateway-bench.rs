@@ -5,16 +5,39 @@
 //!   the first time (signature and claims checked) and on every later
 //!   request carrying it (the verified-token cache), against one plain
 //!   decision in the same run;
-//! - `gateway p50|p99 ADDED_NS`: what one `tools/call` through a gateway
-//!   session adds over the same call sent to the same in-process upstream
-//!   directly (the MCP client and server are rmcp on in-memory pipes, so the
-//!   difference is the gateway's own work: decode, decide, relay);
+//! - `gateway p50|p99 ADDED_NS (through NS, direct NS) ms=ADDED_MS`: what
+//!   one `tools/call` through a gateway session adds over the same call sent
+//!   to the same in-process upstream directly (the MCP client and server are
+//!   rmcp on in-memory pipes, so the difference is the gateway's own work:
+//!   decode, decide, relay); the nanosecond figure stays third on the line
+//!   for older readers, `ms=` gives the same figure in milliseconds;
 //! - `instrumentation NS ADDED_NS RATIO`: what the gateway's metrics cost per
 //!   call, plus one JSON log line through the same `tracing` formatter the
 //!   gateway uses (an upper bound: the gateway logs no line per allowed call
-//!   at its default level), against the added median above.
+//!   at its default level), against the added median above;
+//! - `gateway-listen p50|p99 ADDED_MS (through MS, direct MS)`: the same over
+//!   Streamable HTTP on loopback with `--sessions` concurrent client sessions
+//!   (rmcp's client) each making sequential calls, `--calls` in all, after 20
+//!   warm-up calls per session. The upstream is served by rmcp's Streamable
+//!   HTTP server on 127.0.0.1, its sockets with `TCP_NODELAY` (without it
+//!   each answer's later small writes wait ~40 ms for the client's delayed
+//!   ACK); "direct" is the run against it, "through" the same run against a
+//!   gateway started by [`toolgate_proxy::main_with`] with `--listen
+//!   127.0.0.1:PORT --policy FILE --upstream http://…/mcp`, the code path of
+//!   `toolgate proxy --listen` (gate layer included). Both legs run in this
+//!   process on the same cores, so "added" holds the gateway's own work, its
+//!   second HTTP hop and its share of the CPU under load;
+//! - `gateway-listen rss KB_AFTER_WARMUP KB_HALF KB_END`: this process's
+//!   resident set (`VmRSS`; clients, gateway and upstream together; 0 where
+//!   there is no `/proc`) after the through leg's warm-up, when half its
+//!   calls were answered and at its end: flat means the gateway does not grow
+//!   with the number of calls.
 //!
-//! Run by `bench/run`: `toolgate-gateway-bench [--iterations N]`.
+//! Run by `bench/run`: `toolgate-gateway-bench [--iterations N] [--sessions S]
+//! [--calls N]` (defaults 5 000 iterations and a smoke-sized 8 sessions, 400
+//! calls; `bench/run` asks 64 sessions and 100 000 calls, `--smoke` 8 × 50).
+//! Figures are printed, never asserted; a call refused or failed ends the run
+//! with an error.
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult,
@@ -45,12 +68,18 @@ const AUDIENCE: &str = "https://gateway.bench.invalid/mcp";
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
-    let iterations: u64 = args
-        .iter()
-        .position(|a| a == "--iterations")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(5_000);
+    let flag = |name: &str, default: u64| -> Result<u64, String> {
+        match args.iter().position(|a| a == name) {
+            None => Ok(default),
+            Some(i) => args
+                .get(i + 1)
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("{name} takes a number")),
+        }
+    };
+    let iterations = flag("--iterations", 5_000)?;
+    let sessions = flag("--sessions", 8)?.max(1);
+    let calls = flag("--calls", 400)?.max(sessions);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,6 +90,7 @@ fn main() -> Result<(), String> {
     runtime.block_on(token_validation(iterations, decide_ns))?;
     let added = runtime.block_on(added_latency(engine, iterations))?;
     instrumentation(iterations, added)?;
+    runtime.block_on(listen_latency(sessions, calls))?;
     Ok(())
 }
 
@@ -259,12 +289,224 @@ async fn added_latency(engine: toolgate::Engine, iterations: u64) -> Result<f64,
     });
     let (through_p50, through_p99) = call_times(client_side, iterations).await?;
     let added_p50 = through_p50 - direct_p50;
-    println!("gateway p50 {added_p50:.0} (through {through_p50:.0}, direct {direct_p50:.0})");
+    let added_p99 = through_p99 - direct_p99;
     println!(
-        "gateway p99 {:.0} (through {through_p99:.0}, direct {direct_p99:.0})",
-        through_p99 - direct_p99
+        "gateway p50 {added_p50:.0} (through {through_p50:.0}, direct {direct_p50:.0}) ms={:.3}",
+        added_p50 / 1e6
+    );
+    println!(
+        "gateway p99 {added_p99:.0} (through {through_p99:.0}, direct {direct_p99:.0}) ms={:.3}",
+        added_p99 / 1e6
     );
     Ok(added_p50)
+}
+
+/// Calls each client session makes before the measured ones.
+const WARM_UP_CALLS: usize = 20;
+
+/// The `gateway-listen` lines: `sessions` concurrent Streamable HTTP client
+/// sessions, `calls` calls in all, straight to the upstream, then through a
+/// gateway listening on loopback in front of it.
+async fn listen_latency(sessions: u64, calls: u64) -> Result<(), String> {
+    let upstream = serve_upstream_http().await?;
+    let http = toolgate_proxy::outbound::client(None).map_err(|e| e.to_string())?;
+    let direct = load(&http, &upstream, sessions, calls).await?;
+    let (gateway, dir) = start_gateway(&http, &upstream).await?;
+    let through = load(&http, &gateway, sessions, calls).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let through = through?;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
+        let (t, d) = (ms(through.at(q)), ms(direct.at(q)));
+        println!("gateway-listen {name} {:.3} (through {t:.3}, direct {d:.3})", t - d);
+    }
+    let [warm, half, end] = through.rss_kb;
+    println!("gateway-listen rss {warm} {half} {end}");
+    eprintln!(
+        "gateway-listen: {calls} calls on {sessions} sessions in {:.1} s through the gateway, {:.1} s direct",
+        through.elapsed.as_secs_f64(),
+        direct.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The in-process upstream on rmcp's Streamable HTTP server at
+/// `http://127.0.0.1:PORT/mcp`.
+async fn serve_upstream_http() -> Result<String, String> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let service = StreamableHttpService::new(
+        || Ok(Upstream),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            eprintln!("toolgate-gateway-bench: the upstream listener stopped: {e}");
+        }
+    });
+    Ok(format!("http://{local}/mcp"))
+}
+
+/// `toolgate proxy --listen 127.0.0.1:PORT --upstream UPSTREAM` on a thread
+/// of its own (it runs its own runtime until the process ends); its URL once
+/// `/readyz` says the upstream catalog is loaded, and its temporary folder.
+async fn start_gateway(http: &reqwest::Client, upstream: &str) -> Result<(String, std::path::PathBuf), String> {
+    // A free loopback port: `main_with` says the port it got only on stderr.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let dir = std::env::temp_dir().join(format!("toolgate-gateway-bench-listen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let policy = dir.join("tool_policies.yaml");
+    std::fs::write(&policy, POLICY).map_err(|e| e.to_string())?;
+    let args: Vec<std::ffi::OsString> = vec![
+        "toolgate-proxy".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}").into(),
+        "--policy".into(),
+        policy.into_os_string(),
+        "--upstream".into(),
+        upstream.into(),
+    ];
+    let gateway = std::thread::spawn(move || toolgate_proxy::main_with(args));
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if gateway.is_finished() {
+            return Err(format!("the gateway stopped at start (port {port})"));
+        }
+        if let Ok(answer) = http.get(&ready).send().await
+            && answer.status().is_success()
+        {
+            return Ok((format!("http://127.0.0.1:{port}/mcp"), dir));
+        }
+        if Instant::now() > deadline {
+            return Err("the gateway was not ready within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every measured call's latency (ns, sorted), the resident set after the
+/// warm-up, at half and at the end, and how long the measured calls took.
+struct Load {
+    times: Vec<u64>,
+    rss_kb: [u64; 3],
+    elapsed: Duration,
+}
+
+impl Load {
+    fn at(&self, q: f64) -> u64 {
+        self.times
+            .get(((self.times.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// `sessions` client sessions on `url`, each making sequential calls,
+/// `calls` measured calls in all.
+async fn load(http: &reqwest::Client, url: &str, sessions: u64, calls: u64) -> Result<Load, String> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut arguments = Map::new();
+    arguments.insert("q".into(), Value::String("x".into()));
+    let call = CallToolRequestParams::new("read").with_arguments(arguments);
+    let mut clients = Vec::new();
+    for _ in 0..sessions {
+        let transport = StreamableHttpClientTransport::with_client(
+            http.clone(),
+            StreamableHttpClientTransportConfig::with_uri(url),
+        );
+        clients.push(().serve(transport).await.map_err(|e| format!("{url}: {e}"))?);
+    }
+    // The buffers are written now, so they are resident before the first sample.
+    let share = |i: u64| usize::try_from(calls / sessions + u64::from(i < calls % sessions)).unwrap_or(0);
+    let buffers: Vec<Vec<u64>> = (0..sessions).map(|i| vec![1; share(i)]).collect();
+    let mut warming = Vec::new();
+    for client in clients {
+        let call = call.clone();
+        warming.push(tokio::spawn(async move {
+            for _ in 0..WARM_UP_CALLS {
+                answered(client.call_tool(call.clone()).await)?;
+            }
+            Ok::<_, String>(client)
+        }));
+    }
+    let mut clients = Vec::new();
+    for task in warming {
+        clients.push(task.await.map_err(|e| e.to_string())??);
+    }
+    let warm = rss_kb();
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let half = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let started = Instant::now();
+    let mut running = Vec::new();
+    for (client, mut times) in clients.into_iter().zip(buffers) {
+        let (call, done, half) = (call.clone(), done.clone(), half.clone());
+        running.push(tokio::spawn(async move {
+            for slot in &mut times {
+                let sent = Instant::now();
+                let result = client.call_tool(call.clone()).await;
+                *slot = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                answered(result)?;
+                if done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == (calls / 2).max(1) {
+                    half.store(rss_kb(), std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            Ok::<_, String>((client, times))
+        }));
+    }
+    let mut times = Vec::with_capacity(usize::try_from(calls).unwrap_or(0));
+    let mut clients = Vec::new();
+    for task in running {
+        let (client, mine) = task.await.map_err(|e| e.to_string())??;
+        times.extend(mine);
+        clients.push(client);
+    }
+    let elapsed = started.elapsed();
+    let end = rss_kb();
+    for client in clients {
+        let _ = client.cancel().await;
+    }
+    times.sort_unstable();
+    Ok(Load {
+        times,
+        rss_kb: [warm, half.load(std::sync::atomic::Ordering::Relaxed), end],
+        elapsed,
+    })
+}
+
+/// An error unless the call was answered and allowed.
+fn answered(result: Result<CallToolResult, rmcp::ServiceError>) -> Result<(), String> {
+    match result {
+        Ok(result) if result.is_error == Some(true) => Err(format!("the call was refused: {result:?}")),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("the call failed: {e}")),
+    }
+}
+
+/// This process's resident set in KB (`VmRSS`), 0 where it cannot be read.
+fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// What the gateway records for one allowed call, plus one JSON log line.
