@@ -17,19 +17,34 @@ Linux ELF, ``manylinux_2_<N>_<arch>`` where ``2.<N>`` is the newest
 section). ``TOOLGATE_WHEEL_PLATFORM`` sets the platform tag instead (macOS,
 Windows, a static or musl binary). Without ``TOOLGATE_NATIVE_BINARY`` the
 wheel is pure, ``py3-none-any``: the library and the ``eval``/``list`` CLI.
+
+A platform wheel also carries the component compiled to native code by
+wasmtime ``PRECOMPILE_WASMTIME`` (a build dependency of that wheel only,
+``dependencies()``), and pins that wasmtime in its metadata: the first start
+on a fresh machine loads the code instead of compiling for seconds (#17). The
+configuration and file name come from ``src/mcp_toolgate/_compiled.py``,
+the runtime's own. Code for CPU features the machine lacks is refused by
+wasmtime, and the runtime compiles as the pure wheel does.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import re
 import shutil
 import struct
 import subprocess
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+#: The wasmtime a platform wheel compiles its code with and pins: the version
+#: of the lock files (requirements-dev.lock, requirements-mcp2.lock).
+PRECOMPILE_WASMTIME = "50.0.1"
 
 WASM = "toolgate_policy.wasm"
 PACKAGE = "mcp_toolgate"
@@ -107,6 +122,11 @@ def platform_tag(binary: Path) -> str:
 
 
 class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+    def dependencies(self) -> list[str]:
+        if os.environ.get(NATIVE_ENV):
+            return [f"wasmtime=={PRECOMPILE_WASMTIME}"]
+        return []
+
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         root = Path(self.root)
         target = root / "src" / PACKAGE / WASM
@@ -139,5 +159,36 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         name = "toolgate.exe" if binary.read_bytes()[:2] == b"MZ" else "toolgate"
         self.app.display_info(f"toolgate: platform wheel py3-none-{tag} carrying {binary}")
         build_data["force_include"][str(binary)] = f"{PACKAGE}/_native/{name}"
+        code = self._native_code(target)
+        build_data["force_include"][str(code)] = f"{PACKAGE}/_native/{code.name}"
+        build_data["dependencies"].append(f"wasmtime=={PRECOMPILE_WASMTIME}")
         build_data["pure_python"] = False
         build_data["tag"] = f"py3-none-{tag}"
+
+    def _native_code(self, wasm: Path) -> Path:
+        """Compiles the component as the runtime would and writes the code
+        under ``build/`` with the runtime's file name for it."""
+        import wasmtime  # a build dependency of platform wheels only
+        from wasmtime import component as wc
+
+        spec = importlib.util.spec_from_file_location(
+            "_toolgate_compiled", Path(self.root) / "src" / PACKAGE / "_compiled.py"
+        )
+        if spec is None or spec.loader is None:
+            raise RuntimeError("toolgate: src/mcp_toolgate/_compiled.py is missing")
+        compiled = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(compiled)
+        found = metadata.version("wasmtime")
+        if found != PRECOMPILE_WASMTIME:
+            raise RuntimeError(f"toolgate: the build has wasmtime {found}, the wheel pins {PRECOMPILE_WASMTIME}")
+        data = wasm.read_bytes()
+        engine = wasmtime.Engine(compiled.engine_config(wasmtime))
+        code = wc.Component(engine, data).serialize()
+        out = Path(self.root) / "build" / "native-code"
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in out.glob("*.cwasm"):
+            stale.unlink()
+        path = out / compiled.code_name(hashlib.sha256(data).hexdigest(), found)
+        path.write_bytes(code)
+        self.app.display_info(f"toolgate: native code for wasmtime {found} ({len(code)} bytes)")
+        return path

@@ -4,8 +4,8 @@
 #   (wasmtime as bindings-py pins it, cedarpy, hatchling, ruff, mypy), and
 #   toolgate as users get it: a wheel built from bindings-py exactly as
 #   bindings-py/scripts/test.sh builds it (its hatchling hook ships
-#   ../dist/toolgate_policy.wasm, building it with cargo when missing),
-#   installed into the venv.
+#   ../dist/toolgate_policy.wasm, building it with cargo when missing), the
+#   platform wheel when target/release/toolgate exists, installed into the venv.
 # Re-running does nothing unless the lock, bindings-py's sources or the
 # component changed. PYTHON picks the interpreter (default python3).
 set -euo pipefail
@@ -34,8 +34,18 @@ fi
 if [ ! -f "$ROOT/dist/toolgate_policy.wasm" ]; then
   (cd "$ROOT" && cargo run -q --bin component-build -- dist/toolgate_policy.wasm)
 fi
+# The platform wheel when the native binary is built (bench/run builds it), as
+# a linux-x64 user gets it: it carries the component's native code, so the
+# harness's `cold python` is a user's first start, not a compile.
+if [ -x "$ROOT/target/release/toolgate" ]; then
+  export TOOLGATE_NATIVE_BINARY="$ROOT/target/release/toolgate"
+  inputs_native=(target/release/toolgate)
+else
+  unset TOOLGATE_NATIVE_BINARY
+  inputs_native=()
+fi
 mapfile -t inputs < <(cd "$ROOT" && find bindings-py/src/mcp_toolgate -name '*.py' -o -name py.typed | sort)
-wheel_stamp="$(cd "$ROOT" && stamp_of "${inputs[@]}" bindings-py/pyproject.toml bindings-py/hatch_build.py dist/toolgate_policy.wasm)"
+wheel_stamp="$(cd "$ROOT" && stamp_of "${inputs[@]}" bindings-py/pyproject.toml bindings-py/hatch_build.py dist/toolgate_policy.wasm "${inputs_native[@]}")"
 if [ "$(cat "$VENV/.wheel-stamp" 2>/dev/null)" != "$wheel_stamp" ]; then
   rm -rf "$WHEELS"
   "$VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w "$WHEELS" "$ROOT/bindings-py"

@@ -166,6 +166,28 @@ where="$("$WORK/venv/bin/python" -c 'import mcp_toolgate; print(mcp_toolgate.__f
 case "$where" in "$WORK/venv/"*) pass "mcp_toolgate imported from the venv ($where)";; *) echo "FAIL: imported from $where" >&2; exit 1;; esac
 "$WORK/venv/bin/mcp-toolgate" --help | grep -q "proxy" && pass "mcp-toolgate --help is the native CLI's (lists proxy)"
 "$WORK/venv/bin/toolgate" --help | grep -q "proxy" && pass "toolgate --help too"
+# The platform wheel's own native code (hatch_build.py): a first start with an
+# empty cache loads it and compiles nothing, so the cache stays empty.
+"$WORK/venv/bin/python" - "$PLATFORM" "$WORK/platform-cache" <<'PY'
+import json, os, sys, zipfile
+from importlib import metadata
+wheel, cache = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z:
+    code = [n for n in z.namelist() if n.startswith("mcp_toolgate/_native/") and n.endswith(".cwasm")]
+    requires = [l for l in z.read(next(n for n in z.namelist() if n.endswith("METADATA"))).decode().splitlines()
+                if l.startswith("Requires-Dist: wasmtime")]
+assert len(code) == 1, code
+version = metadata.version("wasmtime")
+assert f"wasmtime{version}-" in code[0], (code, version)
+assert f"Requires-Dist: wasmtime=={version}" in requires, requires
+os.environ["TOOLGATE_CACHE_DIR"] = cache
+from mcp_toolgate import Context, RuleSet
+rules = RuleSet.load(catalog=json.dumps({"tools": [{"name": "r", "annotations": {"readOnlyHint": True}}]}))
+assert rules.decide({"name": "r", "arguments": {}}, Context(), "none").ok
+left = os.listdir(cache) if os.path.isdir(cache) else []
+assert not left, f"the first start compiled into the cache: {left}"
+print(f"  ok: the platform wheel carries {code[0].rsplit('/', 1)[1]}, pins wasmtime=={version}; a first start compiles nothing")
+PY
 SERVER=(npx -y "@modelcontextprotocol/server-filesystem@$FS_VERSION" "$WORK/run/files")
 echo "== test-wheel: mcp-toolgate proxy -- ${SERVER[*]}"
 "$WORK/venv/bin/python" client.py "$WORK/run/files" "$WORK/venv/bin/mcp-toolgate" proxy --policy "$WORK/run/p.yaml" -- "${SERVER[@]}"
@@ -181,7 +203,7 @@ echo "== test-wheel: pure wheel in a fresh venv ($(basename "$PURE"))"
 "$PYTHON" -m venv "$WORK/pure-venv"
 "$WORK/pure-venv/bin/python" -m pip install -q --upgrade pip
 "$WORK/pure-venv/bin/python" -m pip install -q "$PURE"
-"$WORK/pure-venv/bin/python" - <<'PY'
+TOOLGATE_CACHE_DIR="$WORK/pure-cache" "$WORK/pure-venv/bin/python" - <<'PY'
 import json, sys
 import mcp_toolgate
 from mcp_toolgate import Context, RuleSet
@@ -196,6 +218,10 @@ write = rules.decide({"name": "write_file", "arguments": {"path": "a", "content"
 assert read.ok and read.forward == {"path": "a"}, read.decision.json
 assert not write.ok and write.decision.code == "CONFIRMATION_REQUIRED" and write.blocked_result is not None, write.decision.json
 print("  ok: import mcp_toolgate decides: read_text_file allowed, write_file CONFIRMATION_REQUIRED")
+import os
+cache = os.environ["TOOLGATE_CACHE_DIR"]
+assert [n for n in os.listdir(cache) if n.endswith(".cwasm")], "the pure wheel carries no code: it compiles and caches"
+print("  ok: the pure wheel compiled the component into the cache")
 PY
 printf '{"name":"x","inputSchema":{"type":"object"}}' | "$PYTHON" -c 'import sys,json; print(json.dumps({"tools":[json.load(sys.stdin)]}))' >"$WORK/run/catalog.json"
 out="$(echo '{"name":"x","arguments":{}}' | "$WORK/pure-venv/bin/mcp-toolgate" eval --catalog "$WORK/run/catalog.json")"

@@ -22,7 +22,7 @@ from typing import Any
 import wasmtime
 from wasmtime import component as wc
 
-from . import _fastpath
+from . import _compiled, _fastpath
 from ._faults import (
     CALL_BUDGET,
     FUEL_BACKSTOP_FACTOR,
@@ -174,9 +174,7 @@ class Runtime:
     """One wasmtime engine and the compiled component, shared by rule sets."""
 
     def __init__(self, wasm: bytes) -> None:
-        config = wasmtime.Config()
-        config.consume_fuel = True
-        self.engine = wasmtime.Engine(config)
+        self.engine = wasmtime.Engine(_compiled.engine_config(wasmtime))
         self.wasm_sha256 = hashlib.sha256(wasm).hexdigest()
         self.component = self._compile(wasm)
         self.linker = wc.Linker(self.engine)
@@ -237,11 +235,18 @@ class Runtime:
         return frozenset(sites)
 
     def _compile(self, wasm: bytes) -> wc.Component:
-        # Compiling takes seconds; the native code is cached per component
-        # hash and wasmtime version (wasmtime checks the engine config and
+        # Compiling takes seconds; the native code is shipped (platform
+        # wheel) or cached per component hash and wasmtime version (wasmtime checks the engine config and
         # CPU features when it deserializes, and we recompile if it refuses).
+        name = _compiled.code_name(self.wasm_sha256, _fastpath.wasmtime_version())
+        # A platform wheel carries the code for its own component and pinned
+        # wasmtime (hatch_build.py): a first start on a fresh machine loads it.
+        shipped = resources.files(__package__ or "mcp_toolgate").joinpath(_compiled.SHIPPED_DIR).joinpath(name)
+        try:
+            return wc.Component.deserialize(self.engine, shipped.read_bytes())
+        except (OSError, wasmtime.WasmtimeError):
+            pass
         cache = _cache_dir()
-        name = f"toolgate-{self.wasm_sha256[:24]}-wasmtime{_fastpath.wasmtime_version()}-fuel.cwasm"
         if cache is not None:
             path = cache / name
             try:
