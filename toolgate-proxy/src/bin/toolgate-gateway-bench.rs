@@ -34,8 +34,13 @@
 //!   with the number of calls.
 //!
 //! Run by `bench/run`: `toolgate-gateway-bench [--iterations N] [--sessions S]
-//! [--calls N]` (defaults 5 000 iterations and a smoke-sized 8 sessions, 400
-//! calls; `bench/run` asks 64 sessions and 100 000 calls, `--smoke` 8 × 50).
+//! [--calls N] [--rate R]` (defaults 5 000 iterations and a smoke-sized 8
+//! sessions, 400 calls; `bench/run` asks 64 sessions and 100 000 calls,
+//! `--smoke` 8 × 50). Without `--rate` every session sends its next call as
+//! soon as the last is answered, so on a small machine the `gateway-listen`
+//! times are mostly queueing behind a saturated CPU; `--rate R` paces the
+//! sessions to R calls a second in all (an open load: a call's time runs
+//! from when it was sent, late calls go at once).
 //! Figures are printed, never asserted; a call refused or failed ends the run
 //! with an error.
 
@@ -80,6 +85,7 @@ fn main() -> Result<(), String> {
     let iterations = flag("--iterations", 5_000)?;
     let sessions = flag("--sessions", 8)?.max(1);
     let calls = flag("--calls", 400)?.max(sessions);
+    let rate = flag("--rate", 0)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -90,7 +96,7 @@ fn main() -> Result<(), String> {
     runtime.block_on(token_validation(iterations, decide_ns))?;
     let added = runtime.block_on(added_latency(engine, iterations))?;
     instrumentation(iterations, added)?;
-    runtime.block_on(listen_latency(sessions, calls))?;
+    runtime.block_on(listen_latency(sessions, calls, rate))?;
     Ok(())
 }
 
@@ -306,13 +312,14 @@ const WARM_UP_CALLS: usize = 20;
 
 /// The `gateway-listen` lines: `sessions` concurrent Streamable HTTP client
 /// sessions, `calls` calls in all, straight to the upstream, then through a
-/// gateway listening on loopback in front of it.
-async fn listen_latency(sessions: u64, calls: u64) -> Result<(), String> {
+/// gateway listening on loopback in front of it; `rate` calls a second in
+/// all, or (0) each session's next call as soon as the last is answered.
+async fn listen_latency(sessions: u64, calls: u64, rate: u64) -> Result<(), String> {
     let upstream = serve_upstream_http().await?;
     let http = toolgate_proxy::outbound::client(None).map_err(|e| e.to_string())?;
-    let direct = load(&http, &upstream, sessions, calls).await?;
+    let direct = load(&http, &upstream, sessions, calls, rate).await?;
     let (gateway, dir) = start_gateway(&http, &upstream).await?;
-    let through = load(&http, &gateway, sessions, calls).await;
+    let through = load(&http, &gateway, sessions, calls, rate).await;
     let _ = std::fs::remove_dir_all(&dir);
     let through = through?;
     let ms = |ns: u64| ns as f64 / 1e6;
@@ -322,8 +329,12 @@ async fn listen_latency(sessions: u64, calls: u64) -> Result<(), String> {
     }
     let [warm, half, end] = through.rss_kb;
     println!("gateway-listen rss {warm} {half} {end}");
+    let paced = match rate {
+        0 => "unpaced".to_owned(),
+        rate => format!("paced at {rate} calls/s"),
+    };
     eprintln!(
-        "gateway-listen: {calls} calls on {sessions} sessions in {:.1} s through the gateway, {:.1} s direct",
+        "gateway-listen: {calls} calls on {sessions} sessions ({paced}) in {:.1} s through the gateway, {:.1} s direct",
         through.elapsed.as_secs_f64(),
         direct.elapsed.as_secs_f64()
     );
@@ -415,8 +426,10 @@ impl Load {
 }
 
 /// `sessions` client sessions on `url`, each making sequential calls,
-/// `calls` measured calls in all.
-async fn load(http: &reqwest::Client, url: &str, sessions: u64, calls: u64) -> Result<Load, String> {
+/// `calls` measured calls in all; with a `rate`, each session sends on a
+/// schedule (`sessions / rate` seconds apart, the sessions staggered), late
+/// calls at once, and a call's time runs from when it was sent.
+async fn load(http: &reqwest::Client, url: &str, sessions: u64, calls: u64, rate: u64) -> Result<Load, String> {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let mut arguments = Map::new();
@@ -451,11 +464,20 @@ async fn load(http: &reqwest::Client, url: &str, sessions: u64, calls: u64) -> R
     let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let half = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let started = Instant::now();
+    let gap = (rate > 0).then(|| Duration::from_secs_f64(sessions as f64 / rate as f64));
     let mut running = Vec::new();
-    for (client, mut times) in clients.into_iter().zip(buffers) {
+    for (i, (client, mut times)) in clients.into_iter().zip(buffers).enumerate() {
         let (call, done, half) = (call.clone(), done.clone(), half.clone());
+        let mut next = tokio::time::Instant::from_std(started);
+        if let Some(gap) = gap {
+            next += gap.mul_f64(i as f64 / sessions as f64);
+        }
         running.push(tokio::spawn(async move {
             for slot in &mut times {
+                if let Some(gap) = gap {
+                    tokio::time::sleep_until(next).await;
+                    next += gap;
+                }
                 let sent = Instant::now();
                 let result = client.call_tool(call.clone()).await;
                 *slot = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
