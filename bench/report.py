@@ -3,9 +3,11 @@
 scripts read, the scale and start-up figures, and an SVG chart.
 
 The `load` and `cold` lines are the harnesses' own (`bench rust`, bench/node,
-bench/python print them); this report shows the Node and Python figures behind
-them from their JSON (`toolgate_ready_ns` / `cedar_ready_ns` per scale, `cold`),
-as ratios. The Rust JSON has no such keys: its `load` lines are on its stdout.
+bench/python print them); this report shows the figures behind them from their
+JSON (`toolgate_ready_ns` / `cedar_ready_ns` per scale, `cold`), as ratios. The
+Rust JSON has the ready figures of rust-native and rust-wasmtime (not the fuel
+line's), and its cold start under `start` (`cold_cli_ms`). The chart plots time
+per decision and ready to decide against catalog size.
 
 Usage: bench/report.py RESULTS.json... [--svg OUT.svg]
 
@@ -15,7 +17,9 @@ Standard library only: it runs before any virtualenv exists.
 from __future__ import annotations
 
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +44,10 @@ def fmt_ns(value: float | None) -> str:
 def table(results: dict[str, dict[str, Any]]) -> list[str]:
     lines = [
         "Per decision, seed catalog (34 tools), mix of 8 calls; median of rounds, ns:",
-        f"{'runtime':<14} {'toolgate':>10} {'cedar':>10} {'ratio':>7} {'target':>7}"
-        f" {'floor':>8} {'tg/floor':>8} {'tg-structural':>14} {'cedar-authorize':>16}",
+        (
+            f"{'runtime':<14} {'toolgate':>10} {'cedar':>10} {'ratio':>7} {'target':>7}"
+            f" {'floor':>8} {'tg/floor':>8} {'tg-structural':>14} {'cedar-authorize':>16}"
+        ),
     ]
     ratio_lines = []
     for runtime in RUNTIMES:
@@ -62,7 +68,7 @@ def table(results: dict[str, dict[str, Any]]) -> list[str]:
     for runtime in RUNTIMES:
         if runtime in results:
             lines.append(f"  {runtime}: Cedar = {results[runtime].get('peer', '?')}")
-    return lines + [""] + ratio_lines
+    return [*lines, "", *ratio_lines]
 
 
 def scale(results: dict[str, dict[str, Any]]) -> list[str]:
@@ -76,7 +82,8 @@ def scale(results: dict[str, dict[str, Any]]) -> list[str]:
         row = f"{runtime:<14}"
         for n in sizes:
             figures = entry["scales"].get(str(n))
-            row += f" {fmt_ns(figures['toolgate_ns']) + ' | ' + fmt_ns(figures['cedar_ns']):>24}" if figures else f" {'-':>24}"
+            cell = fmt_ns(figures["toolgate_ns"]) + " | " + fmt_ns(figures["cedar_ns"]) if figures else "-"
+            row += f" {cell:>24}"
         first, last = entry["scales"].get(str(sizes[0])), entry["scales"].get(str(sizes[-1]))
         if first and last:
             row += f" {last['toolgate_ns'] / first['toolgate_ns']:>10.2f}"
@@ -151,22 +158,31 @@ def ready_and_cold(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def svg(results: dict[str, dict[str, Any]]) -> str:
-    """Time per decision against catalog size, log-log, toolgate (solid) and
-    Cedar (dashed), one colour per runtime."""
+def time_label(ns: float) -> str:
+    """A tick label for a time in ns, in the largest unit it reaches."""
+    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= size:
+            return f"{ns / size:g} {unit}"
+    return f"{ns:g} ns"
+
+
+def panel(
+    results: dict[str, dict[str, Any]],
+    keys: tuple[str, str],
+    titles: list[str],
+    label: Callable[[float], str],
+) -> list[str]:
+    """One log-log panel of `keys` (toolgate, Cedar) against catalog size,
+    toolgate solid and Cedar dashed, one colour per runtime; [] when no runtime
+    has either figure at any size. Drawn from (0, 0): the caller places it."""
     colours = {"rust-native": "#1b7837", "rust-wasmtime": "#2166ac", "node": "#b2182b", "python": "#762a83"}
-    width, height, left, right, top, bottom = 760, 440, 70, 190, 30, 50
-    sizes = sorted({int(s) for e in results.values() for s in e["scales"]})
-    values = [
-        f[k]
-        for e in results.values()
-        for f in e["scales"].values()
-        for k in ("toolgate_ns", "cedar_ns")
-        if f.get(k)
-    ]
+    width, height, left, right, bottom = 760, 440, 70, 190, 50
+    top = 30 + 16 * (len(titles) - 1)
+    shown = {r: e for r, e in results.items() if any(f.get(k) for f in e["scales"].values() for k in keys)}
+    sizes = sorted({int(n) for e in shown.values() for n, f in e["scales"].items() if any(f.get(k) for k in keys)})
+    values = [f[k] for e in shown.values() for f in e["scales"].values() for k in keys if f.get(k)]
     if not sizes or not values:
-        return "<svg xmlns='http://www.w3.org/2000/svg'/>"
-    import math
+        return []
 
     lo, hi = math.log10(min(values) / 1.5), math.log10(max(values) * 1.5)
     xs_lo, xs_hi = math.log10(sizes[0]), math.log10(sizes[-1])
@@ -178,45 +194,83 @@ def svg(results: dict[str, dict[str, Any]]) -> str:
     def y(ns: float) -> float:
         return top + (hi - math.log10(ns)) / (hi - lo) * (height - top - bottom)
 
-    out = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-family='sans-serif' font-size='12'>",
-        f"<rect width='{width}' height='{height}' fill='white'/>",
-        f"<text x='{left}' y='18' font-size='14'>ns per decision vs catalog size (log-log): toolgate solid, Cedar dashed</text>",
-    ]
+    out = [f"<text x='{left}' y='{18 + 16 * i}' font-size='14'>{title}</text>" for i, title in enumerate(titles)]
     for exp in range(math.floor(lo), math.ceil(hi) + 1):
         for mult in (1, 2, 5):
             ns = mult * 10**exp
             if lo <= math.log10(ns) <= hi:
                 yy = y(ns)
                 out.append(f"<line x1='{left}' x2='{width - right}' y1='{yy:.1f}' y2='{yy:.1f}' stroke='#ddd'/>")
-                label = f"{ns / 1000:g} µs" if ns >= 1000 else f"{ns:g} ns"
-                out.append(f"<text x='{left - 6}' y='{yy + 4:.1f}' text-anchor='end'>{label}</text>")
+                out.append(f"<text x='{left - 6}' y='{yy + 4:.1f}' text-anchor='end'>{label(ns)}</text>")
     for n in sizes:
         xx = x(n)
         out.append(f"<line x1='{xx:.1f}' x2='{xx:.1f}' y1='{top}' y2='{height - bottom}' stroke='#ddd'/>")
         out.append(f"<text x='{xx:.1f}' y='{height - bottom + 18}' text-anchor='middle'>{n:,} tools</text>")
     legend_y = top + 10
     for runtime in RUNTIMES:
-        entry = results.get(runtime)
+        entry = shown.get(runtime)
         if not entry:
             continue
         colour = colours[runtime]
-        for key, dash in (("toolgate_ns", ""), ("cedar_ns", " stroke-dasharray='6 4'")):
+        for key, dash in ((keys[0], ""), (keys[1], " stroke-dasharray='6 4'")):
             points = [(int(n), f[key]) for n, f in entry["scales"].items() if f.get(key)]
+            if not points:
+                continue
             points.sort()
             path = " ".join(f"{x(n):.1f},{y(v):.1f}" for n, v in points)
             out.append(f"<polyline points='{path}' fill='none' stroke='{colour}' stroke-width='2'{dash}/>")
             for n, v in points:
                 out.append(f"<circle cx='{x(n):.1f}' cy='{y(v):.1f}' r='3' fill='{colour}'/>")
         lx = width - right + 15
-        out.append(f"<line x1='{lx}' x2='{lx + 22}' y1='{legend_y}' y2='{legend_y}' stroke='{colour}' stroke-width='2'/>")
-        out.append(f"<text x='{lx + 28}' y='{legend_y + 4}'>{runtime} toolgate</text>")
-        legend_y += 18
-        out.append(
-            f"<line x1='{lx}' x2='{lx + 22}' y1='{legend_y}' y2='{legend_y}' stroke='{colour}' stroke-width='2' stroke-dasharray='6 4'/>"
-        )
-        out.append(f"<text x='{lx + 28}' y='{legend_y + 4}'>{runtime} Cedar</text>")
-        legend_y += 24
+        for name, dash in (("toolgate", ""), ("Cedar", " stroke-dasharray='6 4'")):
+            out.append(
+                f"<line x1='{lx}' x2='{lx + 22}' y1='{legend_y}' y2='{legend_y}'"
+                f" stroke='{colour}' stroke-width='2'{dash}/>"
+            )
+            out.append(f"<text x='{lx + 28}' y='{legend_y + 4}'>{runtime} {name}</text>")
+            legend_y += 18
+        legend_y += 6
+    return out
+
+
+def svg(results: dict[str, dict[str, Any]]) -> str:
+    """Two log-log panels against catalog size, one colour per runtime, toolgate
+    solid and Cedar dashed: time per decision (Cedar's decision), and ready to
+    decide, that is load + the first decision on every tool (Cedar's load). A
+    panel with no figures in the JSON (an old Rust JSON, say) is left out."""
+    width, height = 760, 440
+    panels = [
+        panel(
+            results,
+            ("toolgate_ns", "cedar_ns"),
+            ["ns per decision vs catalog size (log-log): toolgate solid, Cedar dashed"],
+            lambda ns: f"{ns / 1000:g} µs" if ns >= 1000 else f"{ns:g} ns",
+        ),
+        panel(
+            results,
+            ("toolgate_ready_ns", "cedar_ready_ns"),
+            [
+                "ready to decide vs catalog size (log-log): toolgate solid, Cedar's load dashed",
+                "toolgate: load + the first decision on every tool; Cedar: its load of the same rules",
+            ],
+            time_label,
+        ),
+    ]
+    panels = [p for p in panels if p]
+    if not panels:
+        return "<svg xmlns='http://www.w3.org/2000/svg'/>"
+    total = height * len(panels)
+    out = [
+        (
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{total}'"
+            " font-family='sans-serif' font-size='12'>"
+        ),
+        f"<rect width='{width}' height='{total}' fill='white'/>",
+    ]
+    for i, drawn in enumerate(panels):
+        out.append(f"<g transform='translate(0,{height * i})'>")
+        out += drawn
+        out.append("</g>")
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

@@ -322,12 +322,14 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
             size.to_string(),
             json!({"toolgate_ns": native_ns, "toolgate_structural_ns": native_str_ns, "cedar_ns": cedar_ns,
                    "cedar_authorize_ns": cedar_auth_ns, "toolgate_load_ms": ms(native_load),
-                   "toolgate_rules_bytes": native_bytes, "cedar_load_ms": ms(cedar_load), "cedar_bytes": cedar_bytes}),
+                   "toolgate_rules_bytes": native_bytes, "cedar_load_ms": ms(cedar_load), "cedar_bytes": cedar_bytes,
+                   "toolgate_ready_ns": native_ready.as_nanos(), "cedar_ready_ns": cedar_load.as_nanos()}),
         );
         wasm_scales.insert(
             size.to_string(),
             json!({"toolgate_ns": wasm_ns, "toolgate_structural_ns": wasm_str_ns, "cedar_ns": cedar_ns,
-                   "cedar_authorize_ns": cedar_auth_ns, "floor_ns": floor_ns, "toolgate_load_ms": ms(component_load)}),
+                   "cedar_authorize_ns": cedar_auth_ns, "floor_ns": floor_ns, "toolgate_load_ms": ms(component_load),
+                   "toolgate_ready_ns": component_ready.as_nanos(), "cedar_ready_ns": cedar_load.as_nanos()}),
         );
         if size == 34 {
             start.insert("seed_load_native_ms".into(), json!(ms(native_load)));
