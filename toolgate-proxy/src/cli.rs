@@ -423,7 +423,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
         let router = crate::metrics::router(config.metrics.clone());
         eprintln!("toolgate proxy: metrics at http://{local}/metrics");
         tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
+            if let Err(e) = axum::serve(no_delay(listener), router).await {
                 eprintln!("toolgate proxy: the metrics listener stopped: {e}");
             }
         });
@@ -437,7 +437,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
         let (listener, local) = bind(addr).await?;
         let router = approve_router(&config, local, args.approve_url.as_deref());
         tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
+            if let Err(e) = axum::serve(no_delay(listener), router).await {
                 eprintln!("toolgate proxy: the approval pages stopped: {e}");
             }
         });
@@ -662,10 +662,22 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         router = router.merge(pages);
     }
     eprintln!("toolgate proxy: listening on http://{local}/mcp");
-    axum::serve(listener, router)
+    axum::serve(no_delay(listener), router)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| ProxyError::Serve(e.to_string()))
+}
+
+/// `listener` with Nagle's algorithm off on every connection it accepts:
+/// axum leaves it on, and a response written in more than one piece then
+/// waits for the client's delayed ACK, about 40 ms per `tools/call` over
+/// `--listen` (found by `toolgate-gateway-bench`'s `gateway-listen` lines).
+fn no_delay(listener: tokio::net::TcpListener) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt as _;
+    listener.tap_io(|tcp| {
+        // Best effort: a socket that refuses only costs latency.
+        let _ = tcp.set_nodelay(true);
+    })
 }
 
 /// A listener on `addr` and the address it got (port 0: chosen now).
