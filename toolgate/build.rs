@@ -12,9 +12,10 @@
 //! Then, for a release build for the machine it runs on, the component is
 //! compiled to native code here, once (`toolgate_policy.cwasm`), so the first
 //! start of a fresh binary on a fresh machine loads code instead of spending
-//! seconds in Cranelift (issue #17's cold start). A debug build, a
-//! cross-build or `TOOLGATE_PRECOMPILE=0` embeds nothing and compiles at first
-//! use (then from the cache), as before.
+//! seconds in Cranelift (issue #17's cold start). Only with
+//! `TOOLGATE_PRECOMPILE=1`, which the workspace's `.cargo/config.toml` sets; a
+//! debug build, a cross-build or a build without it (`cargo install` from
+//! crates.io) embeds nothing and compiles at first use (then from the cache).
 
 use std::path::{Path, PathBuf};
 
@@ -81,7 +82,11 @@ fn precompile(component: &Path, out: &Path) -> Result<(), String> {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     // Native code runs only where it was made: not for another target, and
     // a debug build's unoptimized Cranelift would take minutes.
-    let wanted = var("TARGET") == var("HOST") && var("PROFILE") == "release" && var("TOOLGATE_PRECOMPILE") != "0";
+    // Opt-in (`TOOLGATE_PRECOMPILE=1`; this repository's .cargo/config.toml
+    // sets it): outside the workspace, as in `cargo install`, the build
+    // script's wasmtime is built unoptimized (a package's profile does not
+    // travel with it) and compiling the component with it would take minutes.
+    let wanted = var("TARGET") == var("HOST") && var("PROFILE") == "release" && var("TOOLGATE_PRECOMPILE") == "1";
     let code = if wanted {
         let bytes = std::fs::read(component).map_err(|e| format!("{}: {e}", component.display()))?;
         let engine = wasmtime::Engine::new(&engine_config(false)).map_err(|e| format!("wasmtime: {e}"))?;

@@ -39,7 +39,7 @@ pub static COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate
 
 /// [`COMPONENT`] compiled to native code by the build script, for the
 /// machine and wasmtime configuration of this build (empty for a debug build,
-/// a cross-build, or `TOOLGATE_PRECOMPILE=0`): a fresh process loads it in
+/// a cross-build, or a build without `TOOLGATE_PRECOMPILE=1`): a fresh process loads it in
 /// milliseconds instead of compiling for seconds. Same trust as the binary
 /// that carries it.
 pub static NATIVE_CODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.cwasm"));
@@ -588,11 +588,12 @@ impl Engine {
 
     /// [`Engine::cached`] with explicit limits.
     pub fn cached_with(limits: Limits) -> Result<Engine, Error> {
-        if let Some(engine) = Engine::embedded(limits) {
-            return Ok(engine);
-        }
+        let embedded = Engine::embedded(limits);
         let Some(dir) = cache_dir() else {
-            return Engine::from_component_bytes(COMPONENT, limits);
+            return match embedded {
+                Some(engine) => Ok(engine),
+                None => Engine::from_component_bytes(COMPONENT, limits),
+            };
         };
         let engine = wasmtime_engine(limits.fuel.is_some())?;
         let key = {
@@ -603,19 +604,23 @@ impl Engine {
             hasher.finish()
         };
         let path = dir.join(format!("toolgate-{CONTRACT_VERSION}-{key:016x}.cwasm"));
+        if let Some(engine) = embedded {
+            // The embedded code ran here, so it is this machine's code for
+            // this component: keep it in the cache too, for the builds on this
+            // machine that carry none (debug builds, the fuzz targets), which
+            // would otherwise compile. Once per machine: skipped when present.
+            if !path.exists() {
+                store(&dir, &path, key, NATIVE_CODE);
+            }
+            return Ok(engine);
+        }
         if let Ok(bytes) = std::fs::read(&path)
             && let Ok(engine) = Engine::from_precompiled(&bytes, limits)
         {
             return Ok(engine);
         }
         let bytes = engine.precompile_component(COMPONENT).map_err(component_error)?;
-        // Best effort: a cache that cannot be written only costs speed.
-        if std::fs::create_dir_all(&dir).is_ok() {
-            let tmp = dir.join(format!(".toolgate-{key:016x}-{}.tmp", std::process::id()));
-            if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &path).is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-        }
+        store(&dir, &path, key, &bytes);
         Engine::from_precompiled(&bytes, limits)
     }
 
@@ -746,6 +751,17 @@ impl Engine {
             handle,
             revision,
         })
+    }
+}
+
+/// Writes a cache entry atomically (a temporary file, then a rename). Best
+/// effort: a cache that cannot be written only costs speed.
+fn store(dir: &std::path::Path, path: &std::path::Path, key: u64, bytes: &[u8]) {
+    if std::fs::create_dir_all(dir).is_ok() {
+        let tmp = dir.join(format!(".toolgate-{key:016x}-{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
 }
 
