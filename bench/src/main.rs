@@ -288,26 +288,23 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
             Ok::<_, policy_core::error::Problem>(rules)
         });
         drop(ready?);
-        let (ready, component_ready) = timed(|| {
-            let rules = fast.load(Some(workload::POLICY), &catalog)?;
-            for call in &first_calls {
-                black_box(rules.evaluate_raw(call, &context));
-            }
-            Ok::<_, toolgate::Error>(rules)
-        });
-        drop(ready?);
-        let mut lines = vec![("rust-native", native_ready), ("rust-wasmtime", component_ready)];
-        // The trade-off of the host backstop (toolgate::Limits): the same,
-        // with wasmtime fuel instead of the default deadline.
-        if let Some(fueled) = &fueled {
-            let (ready, fueled_ready) = timed(|| {
-                let rules = fueled.load(Some(workload::POLICY), &catalog)?;
+        // Ready to decide on a component engine: load, then every first call.
+        let component_ready_on = |engine: &toolgate::Engine| {
+            let (ready, took) = timed(|| {
+                let rules = engine.load(Some(workload::POLICY), &catalog)?;
                 for call in &first_calls {
                     black_box(rules.evaluate_raw(call, &context));
                 }
                 Ok::<_, toolgate::Error>(rules)
             });
-            drop(ready?);
+            ready.map(|_| took)
+        };
+        let component_ready = component_ready_on(&fast)?;
+        let mut lines = vec![("rust-native", native_ready), ("rust-wasmtime", component_ready)];
+        // The trade-off of the host backstop (toolgate::Limits): the same,
+        // with wasmtime fuel instead of the default deadline.
+        if let Some(fueled) = &fueled {
+            let fueled_ready = component_ready_on(fueled)?;
             lines.push(("rust-wasmtime-fuel", fueled_ready));
         }
         for (runtime, ready) in lines {
