@@ -24,7 +24,9 @@ wasmtime ``PRECOMPILE_WASMTIME`` (a build dependency of that wheel only,
 on a fresh machine loads the code instead of compiling for seconds (#17). The
 configuration and file name come from ``src/mcp_toolgate/_compiled.py``,
 the runtime's own. Code for CPU features the machine lacks is refused by
-wasmtime, and the runtime compiles as the pure wheel does.
+wasmtime, and the runtime compiles as the pure wheel does. Beside the
+binary goes the binary's own native code (``toolgate precompile``, for the
+wasmtime linked into it), so the gateway's first start loads it too.
 """
 
 from __future__ import annotations
@@ -161,9 +163,33 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         build_data["force_include"][str(binary)] = f"{PACKAGE}/_native/{name}"
         code = self._native_code(target)
         build_data["force_include"][str(code)] = f"{PACKAGE}/_native/{code.name}"
+        shipped = self._binary_native_code(binary)
+        if shipped is not None:
+            build_data["force_include"][str(shipped)] = f"{PACKAGE}/_native/{shipped.name}"
         build_data["dependencies"].append(f"wasmtime=={PRECOMPILE_WASMTIME}")
         build_data["pure_python"] = False
         build_data["tag"] = f"py3-none-{tag}"
+
+    def _binary_native_code(self, binary: Path) -> Path | None:
+        """The native binary's own code for the component (its wasmtime is
+        not Python's): ``toolgate precompile DIR`` writes it under the name
+        the binary looks for beside itself. None for a binary this machine
+        cannot run (another platform's), which compiles at its first start."""
+        out = Path(self.root) / "build" / "binary-native-code"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        try:
+            done = subprocess.run([str(binary), "precompile", str(out)], capture_output=True, text=True)
+        except OSError as e:  # another platform's executable format
+            self.app.display_warning(f"toolgate: {binary} does not run here ({e}): no native code beside it")
+            return None
+        if done.returncode != 0:
+            raise RuntimeError(f"toolgate: {binary} precompile failed: {done.stderr.strip()}")
+        path = Path(done.stdout.strip())
+        if path.parent != out or not path.is_file():
+            raise RuntimeError(f"toolgate: {binary} precompile wrote {path}, not into {out}")
+        self.app.display_info(f"toolgate: the binary's native code {path.name} ({path.stat().st_size} bytes)")
+        return path
 
     def _native_code(self, wasm: Path) -> Path:
         """Compiles the component as the runtime would and writes the code

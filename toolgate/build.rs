@@ -9,20 +9,14 @@
 //!   the package carries in `component/` is copied into `OUT_DIR`; nothing is
 //!   built and nothing is written outside `OUT_DIR`.
 //!
-//! Then, for a release build for the machine it runs on, the component is
-//! compiled to native code here, once (`toolgate_policy.cwasm`), so the first
-//! start of a fresh binary on a fresh machine loads code instead of spending
-//! seconds in Cranelift (issue #17's cold start). Only with
-//! `TOOLGATE_PRECOMPILE=1`, which the workspace's `.cargo/config.toml` sets; a
-//! debug build, a cross-build or a build without it (`cargo install` from
-//! crates.io) embeds nothing and compiles at first use (then from the cache).
+//! The component's native code is not made here: a build script that links
+//! wasmtime would compile Cranelift a second time for the build machine in
+//! every check, cross-build and `cargo install`. `toolgate precompile`
+//! writes it beside the packaged binary instead (`Engine::cached`).
 
 use std::path::{Path, PathBuf};
 
 const SHIPPED: &str = "component/toolgate_policy.wasm";
-
-// The SDK's wasmtime configuration: the code compiled here must match it.
-include!("src/engine_config.rs");
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
@@ -33,8 +27,7 @@ fn main() {
         from_source(&root, &out)
     } else {
         shipped(&manifest, &out)
-    }
-    .and_then(|()| precompile(&out, &out_dir.join("toolgate_policy.cwasm")));
+    };
     if let Err(e) = result {
         println!("cargo:warning=toolgate: {e}");
         std::process::exit(1);
@@ -73,28 +66,4 @@ fn shipped(manifest: &Path, out: &Path) -> Result<(), String> {
         return Err(format!("{} is not a WebAssembly component", source.display()));
     }
     std::fs::write(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
-}
-
-/// Writes the component's native code for this machine, or an empty file
-/// when this build should not carry it (the SDK then compiles at first use).
-fn precompile(component: &Path, out: &Path) -> Result<(), String> {
-    println!("cargo:rerun-if-env-changed=TOOLGATE_PRECOMPILE");
-    let var = |name: &str| std::env::var(name).unwrap_or_default();
-    // Native code runs only where it was made: not for another target, and
-    // a debug build's unoptimized Cranelift would take minutes.
-    // Opt-in (`TOOLGATE_PRECOMPILE=1`; this repository's .cargo/config.toml
-    // sets it): outside the workspace, as in `cargo install`, the build
-    // script's wasmtime is built unoptimized (a package's profile does not
-    // travel with it) and compiling the component with it would take minutes.
-    let wanted = var("TARGET") == var("HOST") && var("PROFILE") == "release" && var("TOOLGATE_PRECOMPILE") == "1";
-    let code = if wanted {
-        let bytes = std::fs::read(component).map_err(|e| format!("{}: {e}", component.display()))?;
-        let engine = wasmtime::Engine::new(&engine_config(false)).map_err(|e| format!("wasmtime: {e}"))?;
-        engine
-            .precompile_component(&bytes)
-            .map_err(|e| format!("precompiling the component: {e}"))?
-    } else {
-        Vec::new()
-    };
-    std::fs::write(out, code).map_err(|e| format!("{}: {e}", out.display()))
 }

@@ -9,10 +9,14 @@
 // DIR and prints the tarball's path on stdout. Checks first that the platform
 // package, the main package and its optionalDependencies agree on the version,
 // and, when the binary can run here, that `toolgate --version` says that
-// version too. The binary is never committed (npm/*/bin/ is ignored).
+// version too; then `toolgate precompile` ships the engine's native code
+// beside it (bin/toolgate_policy-*.cwasm), so the package's first start
+// loads code instead of compiling for seconds. A binary for another platform
+// ships without it and compiles at its first start. Neither is ever
+// committed (npm/*/bin/ is ignored).
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const pkgDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -66,6 +70,16 @@ const dest = join(dir, 'bin', exe);
 copyFileSync(binary, dest);
 chmodSync(dest, 0o755);
 process.stderr.write(`platform-package: ${plat.name}@${plat.version}: bin/${exe} from ${binary} (${statSync(dest).size} bytes)\n`);
+if (`${process.platform}-${process.arch}` === platform) {
+  let code;
+  try {
+    code = execFileSync(dest, ['precompile'], { encoding: 'utf8' }).trim();
+  } catch (e) {
+    fail(`${dest} precompile failed: ${/** @type {Error} */ (e).message}`);
+  }
+  if (dirname(code) !== join(dir, 'bin')) fail(`precompile wrote ${code}, not into bin/`);
+  process.stderr.write(`platform-package: bin/${basename(code)}: the native code (${statSync(code).size} bytes)\n`);
+}
 
 if (opts.pack) {
   const out = resolve(opts.pack);

@@ -40,6 +40,8 @@ ok "$(basename "$MAIN_TGZ") carries the engine (gen/toolgate_policy.js, gen/tool
 PLAT_FILES="$(tar tvzf "$PLAT_TGZ")"
 grep -E ' package/bin/toolgate$' <<<"$PLAT_FILES" | grep -q '^-rwx' || fail "bin/toolgate is not executable in $(basename "$PLAT_TGZ")"
 ok "$(basename "$PLAT_TGZ") carries bin/toolgate, executable"
+grep -qE ' package/bin/toolgate_policy-[^ ]+\.cwasm$' <<<"$PLAT_FILES" || fail "$(basename "$PLAT_TGZ") carries no native code beside bin/toolgate"
+ok "$(basename "$PLAT_TGZ") carries the engine's native code beside it (bin/toolgate_policy-*.cwasm)"
 
 APP="$WORK/app"
 mkdir -p "$APP/root"
@@ -65,7 +67,9 @@ cat > catalog.json <<'EOF'
 EOF
 printf '%s\n' '{"name":"read_note","arguments":{"id":"n1"}}' '{"name":"delete_note","arguments":{"id":"n1"}}' '{"name":"nope","arguments":{}}' > calls.jsonl
 npx --no-install toolgate eval --catalog catalog.json < calls.jsonl > eval.js.out
-node_modules/@toolgate/linux-x64/bin/toolgate eval --catalog catalog.json < calls.jsonl > eval.native.out
+TOOLGATE_CACHE_DIR="$WORK/empty-cache" node_modules/@toolgate/linux-x64/bin/toolgate eval --catalog catalog.json < calls.jsonl > eval.native.out
+[[ ! -e "$WORK/empty-cache" ]] || fail "the installed native binary compiled the component instead of loading the code shipped beside it"
+ok "the installed native binary's first start loads the shipped code (its empty cache stays empty)"
 cmp eval.js.out eval.native.out || fail "npx toolgate eval differs from the native binary"
 node -e '
 const lines = require("fs").readFileSync("eval.js.out", "utf8").trim().split("\n").map((l) => JSON.parse(l));

@@ -173,10 +173,12 @@ import json, os, sys, zipfile
 from importlib import metadata
 wheel, cache = sys.argv[1:]
 with zipfile.ZipFile(wheel) as z:
-    code = [n for n in z.namelist() if n.startswith("mcp_toolgate/_native/") and n.endswith(".cwasm")]
+    shipped = [n for n in z.namelist() if n.startswith("mcp_toolgate/_native/") and n.endswith(".cwasm")]
+    code = [n for n in shipped if "-wasmtime" in n]
+    binary_code = [n for n in shipped if n.startswith("mcp_toolgate/_native/toolgate_policy-")]
     requires = [l for l in z.read(next(n for n in z.namelist() if n.endswith("METADATA"))).decode().splitlines()
                 if l.startswith("Requires-Dist: wasmtime")]
-assert len(code) == 1, code
+assert len(code) == 1 and len(binary_code) == 1 and len(shipped) == 2, shipped
 version = metadata.version("wasmtime")
 assert f"wasmtime{version}-" in code[0], (code, version)
 assert f"Requires-Dist: wasmtime=={version}" in requires, requires
@@ -187,6 +189,19 @@ assert rules.decide({"name": "r", "arguments": {}}, Context(), "none").ok
 left = os.listdir(cache) if os.path.isdir(cache) else []
 assert not left, f"the first start compiled into the cache: {left}"
 print(f"  ok: the platform wheel carries {code[0].rsplit('/', 1)[1]}, pins wasmtime=={version}; a first start compiles nothing")
+# The native binary beside its own code (toolgate precompile): its first start
+# with an empty cache loads it too.
+import pathlib, subprocess
+import mcp_toolgate
+native = pathlib.Path(mcp_toolgate.__file__).parent / "_native" / "toolgate"
+catalog = pathlib.Path(cache).with_name("binary-catalog.json")
+catalog.write_text(json.dumps({"tools": [{"name": "r", "annotations": {"readOnlyHint": True}}]}))
+binary_cache = pathlib.Path(cache).with_name("binary-cache")
+done = subprocess.run([str(native), "eval", "--catalog", str(catalog), "--call", '{"name":"r","arguments":{}}'],
+                      env={**os.environ, "TOOLGATE_CACHE_DIR": str(binary_cache)}, capture_output=True, text=True)
+assert done.returncode == 0 and json.loads(done.stdout)["ok"] is True, done
+assert not binary_cache.exists(), f"the native binary compiled into {binary_cache}: {os.listdir(binary_cache)}"
+print(f"  ok: the wheel's native binary loads {binary_code[0].rsplit('/', 1)[1]} beside it; its first start compiles nothing")
 PY
 SERVER=(npx -y "@modelcontextprotocol/server-filesystem@$FS_VERSION" "$WORK/run/files")
 echo "== test-wheel: mcp-toolgate proxy -- ${SERVER[*]}"

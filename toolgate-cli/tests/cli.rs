@@ -342,3 +342,59 @@ fn help_lists_the_exit_codes() {
         assert!(text.contains(line), "{line:?} missing from:\n{text}");
     }
 }
+
+/// `toolgate precompile` ships the native code beside the binary, a fresh
+/// start with an empty cache loads it (compiles nothing), and a damaged
+/// shipped file means compiling, with the same decision.
+#[test]
+fn native_code_shipped_beside_the_binary_is_loaded_and_a_damaged_one_is_not() {
+    let dir = std::env::temp_dir().join(format!("toolgate-shipped-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let cli = bin.join("toolgate");
+    std::fs::copy(BIN, &cli).unwrap();
+
+    let out = Command::new(&cli).arg("precompile").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shipped = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert_eq!(shipped.parent(), Some(bin.as_path()));
+    let name = shipped.file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(
+        name.starts_with("toolgate_policy-") && name.ends_with(".cwasm"),
+        "{name}"
+    );
+    assert!(std::fs::metadata(&shipped).unwrap().len() > 1_000_000);
+
+    let policy = plans("tool_policies.yaml");
+    let catalog = plans("catalog.json");
+    let decide = |cache: &std::path::Path| {
+        let out = Command::new(&cli)
+            .env("TOOLGATE_CACHE_DIR", cache)
+            .args(["eval", "--policy", &policy, "--catalog", &catalog, "--call"])
+            .arg(r#"{"name":"alterar_plano","arguments":{"customer_id":"1","new_plan_id":"X"}}"#)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let fresh_cache = dir.join("cache-shipped");
+    let with_shipped = decide(&fresh_cache);
+    assert!(
+        !fresh_cache.exists(),
+        "the shipped code was not used: the engine compiled"
+    );
+
+    std::fs::write(&shipped, b"\x7fELF not code").unwrap();
+    let damaged_cache = dir.join("cache-damaged");
+    assert_eq!(decide(&damaged_cache), with_shipped);
+    assert!(
+        std::fs::read_dir(&damaged_cache)
+            .unwrap()
+            .any(|e| e.unwrap().file_name() == *name),
+        "a refused shipped file means compiling into the cache under the same name"
+    );
+    let decision: serde_json::Value = serde_json::from_slice(&with_shipped).unwrap();
+    assert_eq!(decision["error"]["code"], "CONFIRMATION_REQUIRED");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,7 +1,6 @@
-// The wasmtime configuration of toolgate's engines. One definition, included
-// by the SDK (src/lib.rs) and by its build script (build.rs), which compiles
-// the component ahead of time with it: wasmtime refuses precompiled code made
-// under another configuration, so the two must never differ.
+// The wasmtime configuration of toolgate's engines, in one place: wasmtime
+// refuses precompiled code made under another configuration, and the name of
+// shipped and cached code carries its compatibility hash (src/lib.rs).
 
 /// `fuel`: wasmtime fuel is the backstop behind the guest meter; otherwise an
 /// epoch deadline is (see `Limits`).

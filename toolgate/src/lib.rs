@@ -37,13 +37,6 @@ use wasmtime::{ResourceLimiter, Store, Trap};
 /// The component built from this workspace, embedded at build time.
 pub static COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.wasm"));
 
-/// [`COMPONENT`] compiled to native code by the build script, for the
-/// machine and wasmtime configuration of this build (empty for a debug build,
-/// a cross-build, or a build without `TOOLGATE_PRECOMPILE=1`): a fresh process loads it in
-/// milliseconds instead of compiling for seconds. Same trust as the binary
-/// that carries it.
-pub static NATIVE_CODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.cwasm"));
-
 /// The WIT contract version this host speaks; checked against the component.
 pub const CONTRACT_VERSION: &str = "0.2.0";
 
@@ -555,73 +548,77 @@ fn wasmtime_engine(fuel: bool) -> Result<wasmtime::Engine, Error> {
 include!("engine_config.rs");
 
 impl Engine {
-    /// The embedded component with default limits.
+    /// The embedded component with default limits, compiled now (seconds;
+    /// [`Engine::cached`] compiles once per machine).
     pub fn new() -> Result<Engine, Error> {
-        match Engine::embedded(Limits::default()) {
-            Some(engine) => Ok(engine),
-            None => Engine::from_component_bytes(COMPONENT, Limits::default()),
-        }
+        Engine::from_component_bytes(COMPONENT, Limits::default())
     }
 
-    /// The embedded component from [`NATIVE_CODE`], when this build carries
-    /// it and this machine runs it (wasmtime checks the CPU features and
-    /// configuration it was made for; a mismatch means compiling instead).
-    fn embedded(limits: Limits) -> Option<Engine> {
-        if NATIVE_CODE.is_empty() || limits.fuel.is_some() {
-            return None;
-        }
-        Engine::from_precompiled(NATIVE_CODE, limits).ok()
-    }
-
-    /// The embedded component ready to run: its [`NATIVE_CODE`] when this
-    /// build carries code this machine runs; otherwise compiled once per
-    /// machine, the native code kept in a cache directory (`TOOLGATE_CACHE_DIR`, default the
-    /// platform's cache folder + `toolgate`: `$XDG_CACHE_HOME` or `~/.cache`,
-    /// `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows; `off`
-    /// disables it)
-    /// and loaded from there on later starts. Compiling takes seconds on a
-    /// small machine; loading the cached artifact takes about a millisecond.
-    /// The cache is trusted like the binary itself: keep it user-owned.
+    /// The embedded component ready to run, without compiling where that can
+    /// be avoided. Native code is looked for, in order:
+    /// 1. **shipped beside the running executable**: the file named
+    ///    [`Engine::native_code_file_name`] in the executable's directory,
+    ///    written there by `toolgate precompile` when the binary is packaged
+    ///    (the npm platform package, the platform wheel, `./test`), so a
+    ///    fresh machine's first start loads code instead of compiling;
+    /// 2. **the machine's cache** (`TOOLGATE_CACHE_DIR`, default the
+    ///    platform's cache folder + `toolgate`: `$XDG_CACHE_HOME` or
+    ///    `~/.cache`, `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on
+    ///    Windows; `off` disables it);
+    /// 3. otherwise the component is compiled (seconds on a small machine)
+    ///    and the code kept in the cache for the next start.
+    ///
+    /// The name carries a digest of this build's component and of the
+    /// wasmtime version and configuration, so code for another build is
+    /// never picked up; code wasmtime refuses (another CPU, a damaged file)
+    /// means compiling, never running without the engine. Both places are
+    /// trusted like the binary itself: keep them owned by its user.
     pub fn cached() -> Result<Engine, Error> {
         Engine::cached_with(Limits::default())
     }
 
     /// [`Engine::cached`] with explicit limits.
     pub fn cached_with(limits: Limits) -> Result<Engine, Error> {
-        let embedded = Engine::embedded(limits);
-        let Some(dir) = cache_dir() else {
-            return match embedded {
-                Some(engine) => Ok(engine),
-                None => Engine::from_component_bytes(COMPONENT, limits),
-            };
-        };
         let engine = wasmtime_engine(limits.fuel.is_some())?;
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut hasher = std::hash::DefaultHasher::new();
-            COMPONENT.hash(&mut hasher);
-            engine.precompile_compatibility_hash().hash(&mut hasher);
-            hasher.finish()
-        };
-        let path = dir.join(format!("toolgate-{CONTRACT_VERSION}-{key:016x}.cwasm"));
-        if let Some(engine) = embedded {
-            // The embedded code ran here, so it is this machine's code for
-            // this component: keep it in the cache too, for the builds on this
-            // machine that carry none (debug builds, the fuzz targets), which
-            // would otherwise compile. Once per machine: skipped when present.
-            if !path.exists() {
-                store(&dir, &path, key, NATIVE_CODE);
-            }
-            return Ok(engine);
-        }
-        if let Ok(bytes) = std::fs::read(&path)
-            && let Ok(engine) = Engine::from_precompiled(&bytes, limits)
+        let name = code_file_name(&engine);
+        let beside_executable = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|dir| dir.join(&name)));
+        if let Some(shipped) = beside_executable
+            && let Ok(engine) = Engine::from_precompiled_file(&shipped, limits)
         {
             return Ok(engine);
         }
+        let Some(dir) = cache_dir() else {
+            return Engine::from_component_bytes(COMPONENT, limits);
+        };
+        let path = dir.join(&name);
+        if let Ok(engine) = Engine::from_precompiled_file(&path, limits) {
+            return Ok(engine);
+        }
         let bytes = engine.precompile_component(COMPONENT).map_err(component_error)?;
-        store(&dir, &path, key, &bytes);
+        // Best effort: a cache that cannot be written only costs speed.
+        let _ = write_atomically(&path, &bytes);
         Engine::from_precompiled(&bytes, limits)
+    }
+
+    /// The file name under which [`Engine::cached`] looks for this build's
+    /// native code (beside the executable, then in the cache) with
+    /// default limits: `toolgate_policy-<contract>-<digest>.cwasm`.
+    pub fn native_code_file_name() -> Result<String, Error> {
+        Ok(code_file_name(&wasmtime_engine(false)?))
+    }
+
+    /// Compiles the embedded component for this machine and writes it to
+    /// `dir` under [`Engine::native_code_file_name`], where
+    /// [`Engine::cached`] finds it when `dir` is the executable's own
+    /// directory. Returns the file written.
+    pub fn precompile_into(dir: &std::path::Path) -> Result<std::path::PathBuf, Error> {
+        let path = dir.join(Engine::native_code_file_name()?);
+        let bytes = Engine::precompile()?;
+        write_atomically(&path, &bytes)
+            .map_err(|e| Error::Component(format!("cannot write {}: {e}", path.display())))?;
+        Ok(path)
     }
 
     /// Compiles a component (seconds for this one on a small machine; see
@@ -652,6 +649,17 @@ impl Engine {
         // SAFETY: wasmtime checks the artifact's header (engine configuration
         // and version) and refuses mismatches; the caller vouches for origin.
         let component = unsafe { Component::deserialize(&engine, bytes) }.map_err(component_error)?;
+        Engine::from_component(engine, component, limits)
+    }
+
+    /// [`Engine::from_precompiled`] from a file, mapped rather than read
+    /// (the code is about 12 MB): same trust rules.
+    #[allow(unsafe_code)]
+    pub fn from_precompiled_file(path: &std::path::Path, limits: Limits) -> Result<Engine, Error> {
+        let engine = wasmtime_engine(limits.fuel.is_some())?;
+        // SAFETY: as in `from_precompiled`; the file must not change while
+        // mapped, which holds for files written once by rename.
+        let component = unsafe { Component::deserialize_file(&engine, path) }.map_err(component_error)?;
         Engine::from_component(engine, component, limits)
     }
 
@@ -754,15 +762,37 @@ impl Engine {
     }
 }
 
-/// Writes a cache entry atomically (a temporary file, then a rename). Best
-/// effort: a cache that cannot be written only costs speed.
-fn store(dir: &std::path::Path, path: &std::path::Path, key: u64, bytes: &[u8]) {
-    if std::fs::create_dir_all(dir).is_ok() {
-        let tmp = dir.join(format!(".toolgate-{key:016x}-{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-    }
+/// The name of the native code of [`COMPONENT`] for `engine`: the
+/// component's digest (computed once per process) and wasmtime's own
+/// compatibility hash (its version and configuration).
+fn code_file_name(engine: &wasmtime::Engine) -> String {
+    use std::hash::{Hash, Hasher};
+    static COMPONENT_DIGEST: OnceLock<u64> = OnceLock::new();
+    let component = *COMPONENT_DIGEST.get_or_init(|| {
+        let mut hasher = std::hash::DefaultHasher::new();
+        COMPONENT.hash(&mut hasher);
+        hasher.finish()
+    });
+    let mut hasher = std::hash::DefaultHasher::new();
+    component.hash(&mut hasher);
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    format!("toolgate_policy-{CONTRACT_VERSION}-{:016x}.cwasm", hasher.finish())
+}
+
+/// Writes a file whole or not at all (a temporary file, then a rename), so a
+/// reader never maps half of it.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 fn cache_dir() -> Option<std::path::PathBuf> {

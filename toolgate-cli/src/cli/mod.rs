@@ -70,10 +70,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
-    /// Writes the component precompiled for this machine (for fast start-up).
+    /// Compiles the component for this machine and ships it beside this
+    /// executable, where every later start loads it instead of compiling
+    /// (packaging runs this once per binary). Prints the file written.
     Precompile {
-        /// Where to write the artifact.
-        out: PathBuf,
+        /// Another place: a directory gets the file under the name the
+        /// engine looks for; any other path is written as is (load it with
+        /// the SDK's `Engine::from_precompiled_file`).
+        out: Option<PathBuf>,
     },
 }
 
@@ -266,8 +270,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(toolgate_proxy::main_with(std::iter::once(name).chain(args)))
         }
         Command::Precompile { out } => {
-            let bytes = Engine::precompile()?;
-            std::fs::write(&out, bytes).with_context(|| out.display().to_string())?;
+            let written = match out {
+                Some(file) if !file.is_dir() => {
+                    let bytes = Engine::precompile()?;
+                    std::fs::write(&file, bytes).with_context(|| file.display().to_string())?;
+                    file
+                }
+                Some(dir) => Engine::precompile_into(&dir)?,
+                None => {
+                    let exe = std::env::current_exe().context("where is this executable")?;
+                    let dir = exe.parent().context("this executable has no directory")?;
+                    Engine::precompile_into(dir)?
+                }
+            };
+            println!("{}", written.display());
             Ok(ExitCode::SUCCESS)
         }
     }

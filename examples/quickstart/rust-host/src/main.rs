@@ -12,7 +12,7 @@ const CATALOG: &str = r#"{"tools":[
 ]}"#;
 
 fn main() -> Result<(), toolgate::Error> {
-    let engine = Engine::cached()?; // a release build loads its embedded native code: no compile
+    let engine = Engine::cached()?; // compiles once per machine, then loads the cached code
     let rules = engine.load(Some(POLICY), CATALOG)?; // a broken policy is an error here, not a silent allow
     let context = Context::default(); // a surface that can ask a person
 
