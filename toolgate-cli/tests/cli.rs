@@ -398,3 +398,39 @@ fn native_code_shipped_beside_the_binary_is_loaded_and_a_damaged_one_is_not() {
     assert_eq!(decision["error"]["code"], "CONFIRMATION_REQUIRED");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Code anyone may write beside the binary (a planted or world-writable
+/// file) is not loaded: the engine compiles instead.
+#[cfg(unix)]
+#[test]
+fn world_writable_native_code_beside_the_binary_is_not_loaded() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("toolgate-shipped-open-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let cli = bin.join("toolgate");
+    std::fs::copy(BIN, &cli).unwrap();
+    let out = Command::new(&cli).arg("precompile").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shipped = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    std::fs::set_permissions(&shipped, std::fs::Permissions::from_mode(0o666)).unwrap();
+
+    let cache = dir.join("cache");
+    let policy = plans("tool_policies.yaml");
+    let catalog = plans("catalog.json");
+    let out = Command::new(&cli)
+        .env("TOOLGATE_CACHE_DIR", &cache)
+        .args(["eval", "--policy", &policy, "--catalog", &catalog, "--call"])
+        .arg(r#"{"name":"consultar_plano","arguments":{"customer_id":"1"}}"#)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decision: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["ok"], true);
+    assert!(
+        cache.is_dir(),
+        "a world-writable shipped file was loaded: the engine should have compiled into the cache"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -572,7 +572,9 @@ impl Engine {
     /// wasmtime version and configuration, so code for another build is
     /// never picked up; code wasmtime refuses (another CPU, a damaged file)
     /// means compiling, never running without the engine. Both places are
-    /// trusted like the binary itself: keep them owned by its user.
+    /// trusted like the binary itself: on Unix a shipped file is used only
+    /// when the executable's owner owns it and not everyone may write it;
+    /// keep the cache owned by its user.
     pub fn cached() -> Result<Engine, Error> {
         Engine::cached_with(Limits::default())
     }
@@ -581,10 +583,9 @@ impl Engine {
     pub fn cached_with(limits: Limits) -> Result<Engine, Error> {
         let engine = wasmtime_engine(limits.fuel.is_some())?;
         let name = code_file_name(&engine);
-        let beside_executable = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(|dir| dir.join(&name)));
-        if let Some(shipped) = beside_executable
+        if let Ok(exe) = std::env::current_exe()
+            && let Some(shipped) = exe.parent().map(|dir| dir.join(&name))
+            && shipped_with(&exe, &shipped)
             && let Ok(engine) = Engine::from_precompiled_file(&shipped, limits)
         {
             return Ok(engine);
@@ -779,6 +780,25 @@ fn code_file_name(engine: &wasmtime::Engine) -> String {
     format!("toolgate_policy-{CONTRACT_VERSION}-{:016x}.cwasm", hasher.finish())
 }
 
+/// Whether `code` beside the executable `exe` came with it: on Unix, owned
+/// by the executable's owner and not writable by everyone. Native code runs
+/// unchecked, so a binary in a shared directory (a sticky `/tmp`, where
+/// anyone may add a file but not replace another's) must not load code
+/// another user put beside it; refused code means compiling.
+#[cfg(unix)]
+fn shipped_with(exe: &std::path::Path, code: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(exe), std::fs::metadata(code)) {
+        (Ok(exe), Ok(code)) => code.is_file() && code.uid() == exe.uid() && code.mode() & 0o002 == 0,
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn shipped_with(_exe: &std::path::Path, code: &std::path::Path) -> bool {
+    code.is_file()
+}
+
 /// Writes a file whole or not at all (a temporary file, then a rename), so a
 /// reader never maps half of it.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -793,10 +813,11 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}.{write}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
 }
 
 fn cache_dir() -> Option<std::path::PathBuf> {
