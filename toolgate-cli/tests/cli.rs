@@ -343,22 +343,29 @@ fn help_lists_the_exit_codes() {
     }
 }
 
-/// `toolgate precompile` ships the native code beside the binary, a fresh
-/// start with an empty cache loads it (compiles nothing), and a damaged
-/// shipped file means compiling, with the same decision.
-#[test]
-fn native_code_shipped_beside_the_binary_is_loaded_and_a_damaged_one_is_not() {
-    let dir = std::env::temp_dir().join(format!("toolgate-shipped-{}", std::process::id()));
+/// A copy of the binary alone in `<tmp>/<tag>-<pid>/bin/`, as a package ships
+/// it, with `toolgate precompile` run there: (its directory, the copy, the
+/// native code it wrote, checked to be beside it).
+fn packaged_copy(tag: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let cli = bin.join("toolgate");
     std::fs::copy(BIN, &cli).unwrap();
-
     let out = Command::new(&cli).arg("precompile").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let shipped = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     assert_eq!(shipped.parent(), Some(bin.as_path()));
+    (dir, cli, shipped)
+}
+
+/// `toolgate precompile` ships the native code beside the binary, a fresh
+/// start with an empty cache loads it (compiles nothing), and a damaged
+/// shipped file means compiling, with the same decision.
+#[test]
+fn native_code_shipped_beside_the_binary_is_loaded_and_a_damaged_one_is_not() {
+    let (dir, cli, shipped) = packaged_copy("toolgate-shipped");
     let name = shipped.file_name().unwrap().to_str().unwrap().to_owned();
     assert!(
         name.starts_with("toolgate_policy-") && name.ends_with(".cwasm"),
@@ -405,15 +412,7 @@ fn native_code_shipped_beside_the_binary_is_loaded_and_a_damaged_one_is_not() {
 #[test]
 fn world_writable_native_code_beside_the_binary_is_not_loaded() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("toolgate-shipped-open-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let cli = bin.join("toolgate");
-    std::fs::copy(BIN, &cli).unwrap();
-    let out = Command::new(&cli).arg("precompile").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let shipped = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let (dir, cli, shipped) = packaged_copy("toolgate-shipped-open");
     std::fs::set_permissions(&shipped, std::fs::Permissions::from_mode(0o666)).unwrap();
 
     let cache = dir.join("cache");
