@@ -438,6 +438,22 @@ fn args_scales() -> Option<Vec<usize>> {
         .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
 }
 
+/// The engine of the `profile-component-*` loops: `--component FILE` (a build
+/// that keeps its name section, for `perf report`) or the shipped component.
+fn profiled_engine(args: &[String]) -> Result<toolgate::Engine, Error> {
+    match args
+        .iter()
+        .position(|a| a == "--component")
+        .and_then(|i| args.get(i + 1))
+    {
+        Some(file) => Ok(toolgate::Engine::from_component_bytes(
+            &std::fs::read(file)?,
+            toolgate::Limits::default(),
+        )?),
+        None => Ok(toolgate::Engine::cached()?),
+    }
+}
+
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -504,6 +520,31 @@ fn main() -> Result<(), Error> {
                 per(catalog),
                 per(json)
             );
+            Ok(())
+        }
+        // The same loops in the component on wasmtime; with TOOLGATE_PERFMAP=1
+        // wasmtime writes /tmp/perf-PID.map so `perf report` names guest functions.
+        Some("profile-component-load") => {
+            let engine = profiled_engine(&args)?;
+            let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100);
+            let (_, took) = timed(|| {
+                for _ in 0..n {
+                    black_box(engine.load(Some(workload::POLICY), workload::SEED_CATALOG).ok());
+                }
+            });
+            println!("component load {:.3} ms", ms(took) / n as f64);
+            Ok(())
+        }
+        Some("profile-component-evaluate") => {
+            let engine = profiled_engine(&args)?;
+            let rules = engine.load(Some(workload::POLICY), workload::SEED_CATALOG)?;
+            let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
+            let context = workload::context_json();
+            for _ in 0..args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100_000) {
+                for call in &calls {
+                    black_box(rules.evaluate_raw(call.as_bytes(), &context));
+                }
+            }
             Ok(())
         }
         Some("profile-evaluate") => {

@@ -12,7 +12,26 @@ use exports::toolgate::policy::engine::{
 
 struct Component;
 
-struct LoadedRules(policy_core::Rules);
+/// A loaded rule set and the last context it was called with (parsed once per
+/// distinct context text: see `policy_core::context::ContextMemo`). A `Cell`:
+/// the component is single-threaded and never re-entered.
+struct LoadedRules {
+    rules: policy_core::Rules,
+    contexts: std::cell::Cell<policy_core::context::ContextMemo>,
+}
+
+impl LoadedRules {
+    fn with_context<T>(
+        &self,
+        text: &str,
+        f: impl FnOnce(Result<&policy_core::Context, &policy_core::Problem>) -> T,
+    ) -> T {
+        let mut memo = self.contexts.take();
+        let out = f(memo.parse(text));
+        self.contexts.set(memo);
+        out
+    }
+}
 
 fn origin(o: policy_core::Origin) -> Origin {
     match o {
@@ -47,29 +66,36 @@ impl Guest for Component {
 impl GuestRuleSet for LoadedRules {
     fn load(policy: Option<String>, catalog: String) -> Result<RuleSet, Problem> {
         policy_core::Rules::load(policy.as_deref(), &catalog)
-            .map(|rules| RuleSet::new(LoadedRules(rules)))
+            .map(|rules| {
+                RuleSet::new(LoadedRules {
+                    rules,
+                    contexts: Default::default(),
+                })
+            })
             .map_err(problem)
     }
 
     fn evaluate(&self, call: Vec<u8>, context: String) -> String {
-        self.0.evaluate_json(&call, &context).json
+        self.with_context(&context, |ctx| self.rules.evaluate_json_in(&call, ctx).json)
     }
 
     fn list_exposable(&self, context: String) -> Result<String, Problem> {
-        let ctx = policy_core::Context::parse(&context).map_err(problem)?;
-        Ok(self.0.list_exposable(&ctx))
+        self.with_context(&context, |ctx| match ctx {
+            Ok(ctx) => Ok(self.rules.list_exposable(ctx)),
+            Err(p) => Err(problem(p.clone())),
+        })
     }
 
     fn turn(&self, state: String, input: String) -> Result<String, Problem> {
-        self.0.turn_json(&state, &input).map_err(problem)
+        self.rules.turn_json(&state, &input).map_err(problem)
     }
 
     fn revision(&self) -> String {
-        self.0.revision().to_owned()
+        self.rules.revision().to_owned()
     }
 
     fn findings(&self) -> Vec<Finding> {
-        self.0
+        self.rules
             .findings()
             .into_iter()
             .map(|f| Finding {
@@ -91,21 +117,18 @@ impl GuestRuleSet for LoadedRules {
 
     fn decide(&self, call: Vec<u8>, context: String, confirmation: Confirmation) -> Outcome {
         use policy_core::Confirmation as C;
-        let outcome = match &confirmation {
-            Confirmation::None => self.0.decide(&call, &context, C::None),
-            Confirmation::Argument => self.0.decide(&call, &context, C::Argument),
-            Confirmation::Person => self.0.decide(&call, &context, C::Person),
-            Confirmation::Invalid => self.0.decide(&call, &context, C::Invalid),
-            Confirmation::Seal(seal) => self.0.decide(
-                &call,
-                &context,
-                C::Seal(policy_core::OpenedSeal {
-                    payload: &seal.payload,
-                    caller: &seal.caller,
-                    now_ms: seal.now_ms,
-                }),
-            ),
+        let confirmation = match &confirmation {
+            Confirmation::None => C::None,
+            Confirmation::Argument => C::Argument,
+            Confirmation::Person => C::Person,
+            Confirmation::Invalid => C::Invalid,
+            Confirmation::Seal(seal) => C::Seal(policy_core::OpenedSeal {
+                payload: &seal.payload,
+                caller: &seal.caller,
+                now_ms: seal.now_ms,
+            }),
         };
+        let outcome = self.with_context(&context, |ctx| self.rules.decide_in(&call, ctx, confirmation));
         Outcome {
             decision: outcome.decision.json,
             forward: outcome.forward,
@@ -115,7 +138,9 @@ impl GuestRuleSet for LoadedRules {
     }
 
     fn seal_payload(&self, call: Vec<u8>, caller: String, id: String, expires_ms: u64) -> Result<String, Problem> {
-        self.0.seal_payload(&call, &caller, &id, expires_ms).map_err(problem)
+        self.rules
+            .seal_payload(&call, &caller, &id, expires_ms)
+            .map_err(problem)
     }
 }
 

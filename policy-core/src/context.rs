@@ -105,3 +105,55 @@ impl Context {
         Ok(ctx)
     }
 }
+
+/// The last context text a host passed and what it parsed to.
+///
+/// Why: hosts pass the same context call after call (one per session or
+/// surface), and parsing it was about a quarter of a decision in the
+/// component. Parsing is a pure function of the text, so reusing the result
+/// for identical text cannot change a decision; an unreadable context is
+/// remembered as the same error.
+#[derive(Debug, Default)]
+pub struct ContextMemo {
+    last: Option<(String, Result<Context, Problem>)>,
+}
+
+impl ContextMemo {
+    /// [`Context::parse`], reusing the previous result when `text` is the
+    /// same as last time.
+    pub fn parse(&mut self, text: &str) -> Result<&Context, &Problem> {
+        let entry = match self.last.take() {
+            Some((last, parsed)) if last == text => (last, parsed),
+            _ => (text.to_owned(), Context::parse(text)),
+        };
+        let (_, parsed) = self.last.insert(entry);
+        parsed.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memo_answers_as_parse_does_for_every_text_in_turn() {
+        let texts = [
+            r#"{"surface":"direct"}"#,
+            r#"{"surface":"direct"}"#,
+            r#"{"scopes":["a"]}"#,
+            "{not json",
+            "{not json",
+            r#"{"surface":"direct"}"#,
+            "",
+        ];
+        let mut memo = ContextMemo::default();
+        for text in texts {
+            let fresh = Context::parse(text);
+            assert_eq!(
+                memo.parse(text).cloned().map_err(ToString::to_string),
+                fresh.map_err(|p| p.to_string()),
+                "{text}"
+            );
+        }
+    }
+}

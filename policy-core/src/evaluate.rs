@@ -2,6 +2,7 @@
 
 use crate::context::Context;
 use crate::decision::{self, Code, Decision, Denial};
+use crate::error::Problem;
 use crate::expose;
 use crate::json::{self, write_str};
 use crate::rules::{Rules, Tool};
@@ -63,7 +64,13 @@ impl Rules {
     /// Decides a call given as JSON bytes. Never fails: an unreadable call or
     /// context is a deny with its own code.
     pub fn evaluate_json(&self, call: &[u8], context: &str) -> Decision {
-        let ctx = match Context::parse(context) {
+        self.evaluate_json_in(call, Context::parse(context).as_ref())
+    }
+
+    /// [`Rules::evaluate_json`] with the context already parsed (by a
+    /// [`crate::context::ContextMemo`], say).
+    pub fn evaluate_json_in(&self, call: &[u8], context: Result<&Context, &Problem>) -> Decision {
+        let ctx = match context {
             Ok(ctx) => ctx,
             Err(problem) => {
                 let denial = Denial::with_details(Code::InvalidContext, reason_details(&problem.to_string()));
@@ -71,7 +78,7 @@ impl Rules {
             }
         };
         match parse_call(call) {
-            Ok(call) => self.evaluate(&call.name, call.arguments.as_ref(), &ctx),
+            Ok(call) => self.evaluate(&call.name, call.arguments.as_ref(), ctx),
             Err((name, reason)) => {
                 let name_json = name.map(|n| {
                     let mut s = String::new();

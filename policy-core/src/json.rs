@@ -69,13 +69,17 @@ impl<'de> Visitor<'de> for StrictVisitor {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let StrictValue(value) = map.next_value()?;
-            if out.contains_key(&key) {
-                return Err(de::Error::custom(format_args!(
-                    "duplicate key `{}`",
-                    truncate_for_message(&key)
-                )));
+            match out.entry(key) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                serde_json::map::Entry::Occupied(taken) => {
+                    return Err(de::Error::custom(format_args!(
+                        "duplicate key `{}`",
+                        truncate_for_message(taken.key())
+                    )));
+                }
             }
-            out.insert(key, value);
         }
         Ok(Value::Object(out))
     }
@@ -115,18 +119,20 @@ pub fn write_canonical(out: &mut String, value: &Value) {
             out.push(']');
         }
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            // serde_json's default map iterates in key order already; sorting
+            // anyway keeps the bytes right if a build unifies `preserve_order`.
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            }
             out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            for (i, (key, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 write_str(out, key);
                 out.push(':');
-                if let Some(v) = map.get(key) {
-                    write_canonical(out, v);
-                }
+                write_canonical(out, v);
             }
             out.push('}');
         }
@@ -141,6 +147,15 @@ pub fn canonical(value: &Value) -> String {
 
 /// A JSON string literal.
 pub fn write_str(out: &mut String, s: &str) {
+    // serde_json escapes exactly `"`, `\` and control characters below
+    // U+0020; text without them is written as it is, without a temporary.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(s.len() + 2);
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     // serde_json's escaping is the reference; writing a &str cannot fail.
     match serde_json::to_string(s) {
         Ok(quoted) => out.push_str(&quoted),
@@ -171,6 +186,25 @@ mod tests {
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
         assert!(parse_strict(deep.as_bytes()).is_err());
         assert!(parse_strict(b"{} trailing").is_err());
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        let samples = [
+            "",
+            "plain",
+            "é ü 漢字 🙂",
+            "q\"uote",
+            "back\\slash",
+            "tab\tnl\n",
+            "\u{1}\u{1f}",
+            "/ \u{7f} \u{2028}",
+        ];
+        for s in samples {
+            let mut out = String::new();
+            write_str(&mut out, s);
+            assert_eq!(out, serde_json::to_string(s).unwrap_or_default(), "{s:?}");
+        }
     }
 
     #[test]

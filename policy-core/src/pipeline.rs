@@ -174,7 +174,18 @@ fn call_problem(message: impl Into<String>) -> Problem {
 impl Rules {
     /// The call pipeline. Never fails: every failure is a deny with its code.
     pub fn decide(&self, call: &[u8], context: &str, confirmation: Confirmation<'_>) -> Outcome {
-        let ctx = match Context::parse(context) {
+        self.decide_in(call, Context::parse(context).as_ref(), confirmation)
+    }
+
+    /// [`Rules::decide`] with the context already parsed (by a
+    /// [`crate::context::ContextMemo`], say).
+    pub fn decide_in(
+        &self,
+        call: &[u8],
+        context: Result<&Context, &Problem>,
+        confirmation: Confirmation<'_>,
+    ) -> Outcome {
+        let ctx = match context {
             Ok(ctx) => ctx,
             // evaluate_json answers an unreadable context or call.
             Err(_) => return self.unattributed(call, context),
@@ -185,7 +196,7 @@ impl Rules {
         };
         let Some(tool) = self
             .tool(&parsed.name)
-            .filter(|t| expose::is_exposed(&t.name, &t.class, &ctx))
+            .filter(|t| expose::is_exposed(&t.name, &t.class, ctx))
         else {
             let mut name_json = String::new();
             write_str(&mut name_json, &parsed.name);
@@ -203,7 +214,7 @@ impl Rules {
             Some(Value::Object(map)) => map,
             Some(other) => {
                 // Not an object: evaluate says why (scopes first, then shape).
-                let decision = self.evaluate(&parsed.name, Some(other), &ctx);
+                let decision = self.evaluate(&parsed.name, Some(other), ctx);
                 return self.denied(decision, has_output_schema, None);
             }
         };
@@ -228,7 +239,7 @@ impl Rules {
             }
         };
         let decided = Value::Object(decided_args);
-        let decision = self.evaluate(&tool.name, Some(&decided), &ctx);
+        let decision = self.evaluate(&tool.name, Some(&decided), ctx);
         if !decision.ok {
             let pending = decision.code == Some(Code::ConfirmationRequired);
             return self.denied(decision, has_output_schema, pending.then(digest));
@@ -248,8 +259,8 @@ impl Rules {
         }
     }
 
-    fn unattributed(&self, call: &[u8], context: &str) -> Outcome {
-        let decision = self.evaluate_json(call, context);
+    fn unattributed(&self, call: &[u8], context: Result<&Context, &Problem>) -> Outcome {
+        let decision = self.evaluate_json_in(call, context);
         self.denied(decision, false, None)
     }
 

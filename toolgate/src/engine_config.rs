@@ -11,5 +11,8 @@ fn engine_config(fuel: bool) -> wasmtime::Config {
     } else {
         config.epoch_interruption(true);
     }
+    if std::env::var_os("TOOLGATE_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     config
 }
