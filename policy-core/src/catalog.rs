@@ -145,9 +145,11 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
         let node = yaml::parse(body, Origin::Catalog)?;
         (node.to_json(), Some(node))
     };
-    let canonical = json::canonical(&value);
+    // Each tool's canonical text is written once: its hash is the tool's pin,
+    // and the catalog's canonical text (the revision) is built from it.
+    let mut tools_text = String::new();
     let (form, tools) = match &value {
-        Value::Array(items) => (CatalogForm::McpToolArray, mcp_tools(items, "")?),
+        Value::Array(items) => (CatalogForm::McpToolArray, mcp_tools(items, "", &mut tools_text)?),
         Value::Object(map) => match (map.get("formatVersion"), map.get("tools")) {
             (Some(version), _) => {
                 if version.as_u64() != Some(1) {
@@ -164,9 +166,11 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
                         "a published catalog needs a `tools` array",
                     ));
                 };
-                (CatalogForm::Published, mcp_tools(items, "tools")?)
+                (CatalogForm::Published, mcp_tools(items, "tools", &mut tools_text)?)
             }
-            (None, Some(Value::Array(items))) => (CatalogForm::McpListResult, mcp_tools(items, "tools")?),
+            (None, Some(Value::Array(items))) => {
+                (CatalogForm::McpListResult, mcp_tools(items, "tools", &mut tools_text)?)
+            }
             (None, Some(Value::Object(_))) => {
                 // Legacy: read from the YAML tree for positions. A JSON-written
                 // legacy catalog is re-read as YAML (JSON is YAML) for the same.
@@ -191,6 +195,21 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
                 "not a catalog: expected a JSON object or array, or a tools.yaml mapping",
             ));
         }
+    };
+    let canonical = match (&value, form) {
+        (Value::Array(_), _) => tools_text,
+        (Value::Object(map), CatalogForm::Published | CatalogForm::McpListResult) => {
+            let mut out = String::with_capacity(tools_text.len() + 64);
+            json::write_canonical_object(&mut out, map, |out, key, v| {
+                if key == "tools" {
+                    out.push_str(&tools_text);
+                } else {
+                    json::write_canonical(out, v);
+                }
+            });
+            out
+        }
+        _ => json::canonical(&value),
     };
     let mut seen = std::collections::BTreeMap::new();
     for tool in &tools {
@@ -219,12 +238,22 @@ pub fn json_error_message(e: &serde_json::Error) -> String {
     }
 }
 
-fn mcp_tools(items: &[Value], base: &str) -> Result<Vec<CatalogTool>, Problem> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| mcp_tool(item, &format!("{base}[{i}]")))
-        .collect()
+/// Reads the tools of an array and writes the array's canonical text to
+/// `canonical`, each tool's piece hashed once for its pin.
+fn mcp_tools(items: &[Value], base: &str, canonical: &mut String) -> Result<Vec<CatalogTool>, Problem> {
+    canonical.push('[');
+    let mut tools = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            canonical.push(',');
+        }
+        let start = canonical.len();
+        json::write_canonical(canonical, item);
+        let text = canonical.get(start..).unwrap_or_default();
+        tools.push(mcp_tool(item, &format!("{base}[{i}]"), sha256_hex(text.as_bytes()))?);
+    }
+    canonical.push(']');
+    Ok(tools)
 }
 
 fn opt_string(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, Problem> {
@@ -251,7 +280,7 @@ fn opt_schema(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<
     }
 }
 
-fn mcp_tool(item: &Value, path: &str) -> Result<CatalogTool, Problem> {
+fn mcp_tool(item: &Value, path: &str, definition_hash: String) -> Result<CatalogTool, Problem> {
     let Value::Object(map) = item else {
         return Err(problem(ProblemCode::InvalidValue, path, "a tool must be an object"));
     };
@@ -323,7 +352,7 @@ fn mcp_tool(item: &Value, path: &str) -> Result<CatalogTool, Problem> {
         effect,
         scopes,
         legacy: None,
-        definition_hash: sha256_hex(json::canonical(item).as_bytes()),
+        definition_hash,
         name,
         path: path.to_owned(),
         line: 0,
@@ -457,6 +486,27 @@ fn legacy_tool(r: &Reader, name: &str, line: u64, column: u64, node: &Node) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_catalog_text_built_from_its_tools_is_the_canonical_text_of_the_whole() {
+        let tool_a = r#"{"name":"b_tool","description":"é \"q\"","inputSchema":{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"}}}}"#;
+        let tool_b = r#"{"name":"a_tool","annotations":{"readOnlyHint":true}}"#;
+        for text in [
+            format!("[{tool_a},{tool_b}]"),
+            format!(r#"{{"tools":[{tool_a},{tool_b}],"nextCursor":"c","_meta":{{"z":1,"a":[true,null]}}}}"#),
+            format!(r#"{{"formatVersion":1,"tools":[{tool_a}],"server":{{"name":"s"}}}}"#),
+        ] {
+            let catalog = parse(&text).unwrap_or_else(|p| panic!("{p}"));
+            let whole = json::parse_strict(text.as_bytes()).unwrap_or_default();
+            assert_eq!(catalog.canonical, json::canonical(&whole), "{text}");
+            let items = whole
+                .as_array()
+                .or_else(|| whole.get("tools").and_then(Value::as_array));
+            for (tool, item) in catalog.tools.iter().zip(items.into_iter().flatten()) {
+                assert_eq!(tool.definition_hash, sha256_hex(json::canonical(item).as_bytes()));
+            }
+        }
+    }
 
     #[test]
     fn forms_are_detected_from_content() {

@@ -118,25 +118,34 @@ pub fn write_canonical(out: &mut String, value: &Value) {
             }
             out.push(']');
         }
-        Value::Object(map) => {
-            // serde_json's default map iterates in key order already; sorting
-            // anyway keeps the bytes right if a build unifies `preserve_order`.
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            }
-            out.push('{');
-            for (i, (key, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_str(out, key);
-                out.push(':');
-                write_canonical(out, v);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_canonical_object(out, map, |out, _, v| write_canonical(out, v)),
     }
+}
+
+/// Writes an object canonically, each member's value by `write_value` (which
+/// must write canonical JSON): the catalog writes its `tools` array from text
+/// it already has.
+pub fn write_canonical_object(
+    out: &mut String,
+    map: &Map<String, Value>,
+    mut write_value: impl FnMut(&mut String, &str, &Value),
+) {
+    // serde_json's default map iterates in key order already; sorting anyway
+    // keeps the bytes right if a build unifies `preserve_order`.
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    }
+    out.push('{');
+    for (i, (key, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(out, key);
+        out.push(':');
+        write_value(out, key, v);
+    }
+    out.push('}');
 }
 
 pub fn canonical(value: &Value) -> String {

@@ -38,19 +38,24 @@ const DOCUMENT_KEYS: [&str; 9] = [
 
 /// One validator (or the compile error's message) per schema, in order.
 pub fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
-    compile_shared(schemas)
+    // One regex cache for the whole load: jsonschema's own cache lasts one
+    // build, and `build_map` builds each `$defs/N` on its own, so a pattern
+    // repeated across tools (the seed catalog has 145 patterns, 8 distinct)
+    // was compiled once per tool: a fifth of a load in the component.
+    let patterns = jsonschema::PatternCache::new();
+    compile_shared(schemas, &patterns)
         .into_iter()
         .zip(schemas)
         .map(|(done, schema)| match done {
             Some(validator) => Ok(validator),
-            None => compile(schema),
+            None => compile_with(schema, &patterns),
         })
         .collect()
 }
 
 /// The validators the shared document gives: one per self-contained
 /// schema, or none at all when that document does not compile.
-fn compile_shared(schemas: &[&Value]) -> Vec<Option<Validator>> {
+fn compile_shared(schemas: &[&Value], patterns: &jsonschema::PatternCache) -> Vec<Option<Validator>> {
     let mut compiled: Vec<Option<Validator>> = vec![None; schemas.len()];
     let shared: Map<String, Value> = schemas
         .iter()
@@ -62,7 +67,7 @@ fn compile_shared(schemas: &[&Value]) -> Vec<Option<Validator>> {
     if shared.len() > 1 {
         let keys: Vec<String> = shared.keys().cloned().collect();
         let document = Value::Object(Map::from_iter([("$defs".to_owned(), Value::Object(shared))]));
-        if let Ok(map) = options().build_map(&document) {
+        if let Ok(map) = options(patterns).build_map(&document) {
             for key in keys {
                 let slot = key.parse::<usize>().ok().and_then(|i| compiled.get_mut(i));
                 if let (Some(slot), Some(validator)) = (slot, map.get(&format!("#/$defs/{key}"))) {
@@ -76,13 +81,19 @@ fn compile_shared(schemas: &[&Value]) -> Vec<Option<Validator>> {
 
 /// One schema on its own.
 pub fn compile(schema: &Value) -> Result<Validator, String> {
-    options()
+    compile_with(schema, &jsonschema::PatternCache::new())
+}
+
+fn compile_with(schema: &Value, patterns: &jsonschema::PatternCache) -> Result<Validator, String> {
+    options(patterns)
         .build(schema)
         .map_err(|e| json::truncate_for_message(&e.to_string()))
 }
 
-fn options() -> jsonschema::ValidationOptions<'static> {
-    jsonschema::options().should_validate_formats(true)
+fn options(patterns: &jsonschema::PatternCache) -> jsonschema::ValidationOptions<'static> {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .with_pattern_cache(patterns.clone())
 }
 
 fn self_contained(schema: &Value) -> bool {
@@ -130,7 +141,10 @@ mod tests {
             json!([1]),
         ];
         let refs: Vec<&Value> = schemas.iter().collect();
-        let shared: Vec<bool> = compile_shared(&refs).iter().map(Option::is_some).collect();
+        let shared: Vec<bool> = compile_shared(&refs, &jsonschema::PatternCache::new())
+            .iter()
+            .map(Option::is_some)
+            .collect();
         assert_eq!(
             shared,
             [true, true, true, false, false],
@@ -160,7 +174,9 @@ mod tests {
         ];
         let refs: Vec<&Value> = schemas.iter().collect();
         assert!(
-            compile_shared(&refs).iter().all(Option::is_none),
+            compile_shared(&refs, &jsonschema::PatternCache::new())
+                .iter()
+                .all(Option::is_none),
             "the shared document does not compile"
         );
         let out = compile_all(&refs);
