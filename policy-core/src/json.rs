@@ -5,7 +5,7 @@
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// Parses JSON text, refusing duplicate object keys, invalid UTF-8, lone
 /// surrogates, numbers out of `f64` range and nesting deeper than 128.
@@ -106,7 +106,10 @@ pub fn write_canonical(out: &mut String, value: &Value) {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::Number(n) => {
+            // Writing into a String cannot fail.
+            let _ = write!(out, "{n}");
+        }
         Value::String(s) => write_str(out, s),
         Value::Array(items) => {
             out.push('[');
@@ -128,16 +131,26 @@ pub fn write_canonical(out: &mut String, value: &Value) {
 pub fn write_canonical_object(
     out: &mut String,
     map: &Map<String, Value>,
-    mut write_value: impl FnMut(&mut String, &str, &Value),
+    write_value: impl FnMut(&mut String, &str, &Value),
 ) {
     // serde_json's default map iterates in key order already; sorting anyway
     // keeps the bytes right if a build unifies `preserve_order`.
-    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-    if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
+    if map.keys().is_sorted() {
+        write_members(out, map.iter(), write_value);
+    } else {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        write_members(out, entries.into_iter(), write_value);
     }
+}
+
+fn write_members<'a>(
+    out: &mut String,
+    members: impl Iterator<Item = (&'a String, &'a Value)>,
+    mut write_value: impl FnMut(&mut String, &str, &Value),
+) {
     out.push('{');
-    for (i, (key, v)) in entries.into_iter().enumerate() {
+    for (i, (key, v)) in members.enumerate() {
         if i > 0 {
             out.push(',');
         }
