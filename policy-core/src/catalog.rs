@@ -135,7 +135,7 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     let trimmed = body.trim_start();
     let looks_json = trimmed.starts_with('{') || trimmed.starts_with('[');
-    let (value, node) = if looks_json {
+    let (mut value, node) = if looks_json {
         let value = json::parse_strict(body.as_bytes()).map_err(|e| {
             Problem::new(ProblemCode::Syntax, Origin::Catalog, json_error_message(&e))
                 .at(e.line() as u64, e.column() as u64)
@@ -146,10 +146,15 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
         (node.to_json(), Some(node))
     };
     // Each tool's canonical text is written once: its hash is the tool's pin,
-    // and the catalog's canonical text (the revision) is built from it.
+    // and the catalog's canonical text (the revision) is built from it. The
+    // tools are moved out of the parsed document (their schemas are kept,
+    // not copied); the catalog's text takes the tools' text in their place.
     let mut tools_text = String::new();
-    let (form, tools) = match &value {
-        Value::Array(items) => (CatalogForm::McpToolArray, mcp_tools(items, "", &mut tools_text)?),
+    let (form, tools) = match &mut value {
+        Value::Array(items) => (
+            CatalogForm::McpToolArray,
+            mcp_tools(std::mem::take(items), "", &mut tools_text)?,
+        ),
         Value::Object(map) => match (map.get("formatVersion"), map.get("tools")) {
             (Some(version), _) => {
                 if version.as_u64() != Some(1) {
@@ -159,16 +164,23 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
                         "unsupported catalog formatVersion; this engine reads 1",
                     ));
                 }
-                let Some(Value::Array(items)) = map.get("tools") else {
+                let Some(Value::Array(items)) = map.get_mut("tools") else {
                     return Err(problem(
                         ProblemCode::MissingKey,
                         "tools",
                         "a published catalog needs a `tools` array",
                     ));
                 };
-                (CatalogForm::Published, mcp_tools(items, "tools", &mut tools_text)?)
+                (
+                    CatalogForm::Published,
+                    mcp_tools(std::mem::take(items), "tools", &mut tools_text)?,
+                )
             }
-            (None, Some(Value::Array(items))) => {
+            (None, Some(Value::Array(_))) => {
+                let items = match map.get_mut("tools") {
+                    Some(Value::Array(items)) => std::mem::take(items),
+                    _ => Vec::new(),
+                };
                 (CatalogForm::McpListResult, mcp_tools(items, "tools", &mut tools_text)?)
             }
             (None, Some(Value::Object(_))) => {
@@ -240,15 +252,15 @@ pub fn json_error_message(e: &serde_json::Error) -> String {
 
 /// Reads the tools of an array and writes the array's canonical text to
 /// `canonical`, each tool's piece hashed once for its pin.
-fn mcp_tools(items: &[Value], base: &str, canonical: &mut String) -> Result<Vec<CatalogTool>, Problem> {
+fn mcp_tools(items: Vec<Value>, base: &str, canonical: &mut String) -> Result<Vec<CatalogTool>, Problem> {
     canonical.push('[');
     let mut tools = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
             canonical.push(',');
         }
         let start = canonical.len();
-        json::write_canonical(canonical, item);
+        json::write_canonical(canonical, &item);
         let text = canonical.get(start..).unwrap_or_default();
         tools.push(mcp_tool(item, &format!("{base}[{i}]"), sha256_hex(text.as_bytes()))?);
     }
@@ -256,10 +268,10 @@ fn mcp_tools(items: &[Value], base: &str, canonical: &mut String) -> Result<Vec<
     Ok(tools)
 }
 
-fn opt_string(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, Problem> {
-    match map.get(key) {
+fn opt_string(map: &mut Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, Problem> {
+    match map.remove(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(problem(
             ProblemCode::InvalidValue,
             &format!("{path}.{key}"),
@@ -268,10 +280,10 @@ fn opt_string(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<
     }
 }
 
-fn opt_schema(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<Value>, Problem> {
-    match map.get(key) {
+fn opt_schema(map: &mut Map<String, Value>, key: &str, path: &str) -> Result<Option<Value>, Problem> {
+    match map.remove(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v @ Value::Object(_)) => Ok(Some(v.clone())),
+        Some(v @ Value::Object(_)) => Ok(Some(v)),
         Some(_) => Err(problem(
             ProblemCode::InvalidValue,
             &format!("{path}.{key}"),
@@ -280,8 +292,8 @@ fn opt_schema(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<
     }
 }
 
-fn mcp_tool(item: &Value, path: &str, definition_hash: String) -> Result<CatalogTool, Problem> {
-    let Value::Object(map) = item else {
+fn mcp_tool(item: Value, path: &str, definition_hash: String) -> Result<CatalogTool, Problem> {
+    let Value::Object(mut map) = item else {
         return Err(problem(ProblemCode::InvalidValue, path, "a tool must be an object"));
     };
     let name = match map.get("name") {
@@ -307,7 +319,7 @@ fn mcp_tool(item: &Value, path: &str, definition_hash: String) -> Result<Catalog
             ));
         }
     };
-    let effect = opt_string(map, "effect", path)?;
+    let effect = opt_string(&mut map, "effect", path)?;
     if let Some(e) = &effect
         && !is_valid_effect(e)
     {
@@ -344,10 +356,10 @@ fn mcp_tool(item: &Value, path: &str, definition_hash: String) -> Result<Catalog
         }
     };
     Ok(CatalogTool {
-        title: opt_string(map, "title", path)?,
-        description: opt_string(map, "description", path)?,
-        input_schema: opt_schema(map, "inputSchema", path)?,
-        output_schema: opt_schema(map, "outputSchema", path)?,
+        title: opt_string(&mut map, "title", path)?,
+        description: opt_string(&mut map, "description", path)?,
+        input_schema: opt_schema(&mut map, "inputSchema", path)?,
+        output_schema: opt_schema(&mut map, "outputSchema", path)?,
         annotations,
         effect,
         scopes,
