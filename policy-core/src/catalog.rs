@@ -62,6 +62,10 @@ pub struct CatalogTool {
     pub description: Option<String>,
     pub input_schema: Option<Value>,
     pub output_schema: Option<Value>,
+    /// The canonical text of `input_schema` and `output_schema`, kept from
+    /// writing the tool's definition so `tools/list` does not write it again
+    /// (`None`: not written yet; the listing writes it).
+    pub schema_texts: SchemaTexts,
     pub annotations: Option<Annotations>,
     pub effect: Option<String>,
     pub scopes: Option<Vec<String>>,
@@ -72,6 +76,12 @@ pub struct CatalogTool {
     pub path: String,
     pub line: u32,
     pub column: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SchemaTexts {
+    pub input: Option<String>,
+    pub output: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -260,9 +270,32 @@ fn mcp_tools(items: Vec<Value>, base: &str, canonical: &mut String) -> Result<Ve
             canonical.push(',');
         }
         let start = canonical.len();
-        json::write_canonical(canonical, &item);
-        let text = canonical.get(start..).unwrap_or_default();
-        tools.push(mcp_tool(item, &format!("{base}[{i}]"), sha256_hex(text.as_bytes()))?);
+        let mut spans = (None, None);
+        match &item {
+            Value::Object(map) => json::write_canonical_object(canonical, map, |out, key, value| {
+                let from = out.len();
+                json::write_canonical(out, value);
+                match key {
+                    "inputSchema" => spans.0 = Some(from..out.len()),
+                    "outputSchema" => spans.1 = Some(from..out.len()),
+                    _ => {}
+                }
+            }),
+            other => json::write_canonical(canonical, other),
+        }
+        let text = |span: Option<std::ops::Range<usize>>| span.and_then(|s| canonical.get(s)).map(str::to_owned);
+        let schema_texts = SchemaTexts {
+            input: text(spans.0),
+            output: text(spans.1),
+        };
+        let definition = canonical.get(start..).unwrap_or_default();
+        let mut tool = mcp_tool(item, &format!("{base}[{i}]"), sha256_hex(definition.as_bytes()))?;
+        // Kept only for a schema the tool has (an object; `null` is none).
+        tool.schema_texts = SchemaTexts {
+            input: schema_texts.input.filter(|_| tool.input_schema.is_some()),
+            output: schema_texts.output.filter(|_| tool.output_schema.is_some()),
+        };
+        tools.push(tool);
     }
     canonical.push(']');
     Ok(tools)
@@ -360,6 +393,7 @@ fn mcp_tool(item: Value, path: &str, definition_hash: String) -> Result<CatalogT
         description: opt_string(&mut map, "description", path)?,
         input_schema: opt_schema(&mut map, "inputSchema", path)?,
         output_schema: opt_schema(&mut map, "outputSchema", path)?,
+        schema_texts: SchemaTexts::default(),
         annotations,
         effect,
         scopes,
@@ -437,6 +471,7 @@ fn legacy_tool(r: &Reader, name: &str, line: u64, column: u64, node: &Node) -> R
         description: None,
         input_schema: None,
         output_schema: None,
+        schema_texts: SchemaTexts::default(),
         annotations: None,
         effect: None,
         scopes: None,
@@ -502,7 +537,7 @@ mod tests {
     #[test]
     fn the_catalog_text_built_from_its_tools_is_the_canonical_text_of_the_whole() {
         let tool_a = r#"{"name":"b_tool","description":"é \"q\"","inputSchema":{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"}}}}"#;
-        let tool_b = r#"{"name":"a_tool","annotations":{"readOnlyHint":true}}"#;
+        let tool_b = r#"{"name":"a_tool","annotations":{"readOnlyHint":true},"inputSchema":null,"outputSchema":{"type":"object"}}"#;
         for text in [
             format!("[{tool_a},{tool_b}]"),
             format!(r#"{{"tools":[{tool_a},{tool_b}],"nextCursor":"c","_meta":{{"z":1,"a":[true,null]}}}}"#),
@@ -516,6 +551,9 @@ mod tests {
                 .or_else(|| whole.get("tools").and_then(Value::as_array));
             for (tool, item) in catalog.tools.iter().zip(items.into_iter().flatten()) {
                 assert_eq!(tool.definition_hash, sha256_hex(json::canonical(item).as_bytes()));
+                let schema_text = |key: &str| item.get(key).filter(|s| s.is_object()).map(json::canonical);
+                assert_eq!(tool.schema_texts.input, schema_text("inputSchema"), "{text}");
+                assert_eq!(tool.schema_texts.output, schema_text("outputSchema"), "{text}");
             }
         }
     }

@@ -133,15 +133,26 @@ pub fn write_canonical_object(
     map: &Map<String, Value>,
     write_value: impl FnMut(&mut String, &str, &Value),
 ) {
-    // serde_json's default map iterates in key order already; sorting anyway
-    // keeps the bytes right if a build unifies `preserve_order`.
-    if map.keys().is_sorted() {
+    if maps_iterate_in_key_order() {
         write_members(out, map.iter(), write_value);
     } else {
         let mut entries: Vec<(&String, &Value)> = map.iter().collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         write_members(out, entries.into_iter(), write_value);
     }
+}
+
+/// Whether serde_json's `Map` iterates in key order: it does (a `BTreeMap`)
+/// unless a build unifies its `preserve_order` feature (the bench does, through
+/// Cedar), and then every object is sorted here. Probed once, not per object.
+fn maps_iterate_in_key_order() -> bool {
+    static IN_KEY_ORDER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IN_KEY_ORDER.get_or_init(|| {
+        let mut probe = Map::new();
+        probe.insert("b".to_owned(), Value::Null);
+        probe.insert("a".to_owned(), Value::Null);
+        probe.keys().map(String::as_str).eq(["a", "b"])
+    })
 }
 
 fn write_members<'a>(

@@ -256,13 +256,21 @@ fn list_entry(tool: &CatalogTool, class: &Classification) -> String {
         write_str(&mut out, description);
     }
     out.push_str(",\"inputSchema\":");
-    match &tool.input_schema {
-        Some(schema) => json::write_canonical(&mut out, schema),
-        None => out.push_str("{\"additionalProperties\":false,\"properties\":{},\"type\":\"object\"}"),
+    match (&tool.input_schema, &tool.schema_texts.input) {
+        (Some(_), Some(text)) => out.push_str(text),
+        (Some(schema), None) => json::write_canonical(&mut out, schema),
+        (None, _) => out.push_str("{\"additionalProperties\":false,\"properties\":{},\"type\":\"object\"}"),
     }
-    if let Some(schema) = &tool.output_schema {
-        out.push_str(",\"outputSchema\":");
-        json::write_canonical(&mut out, schema);
+    match (&tool.output_schema, &tool.schema_texts.output) {
+        (Some(_), Some(text)) => {
+            out.push_str(",\"outputSchema\":");
+            out.push_str(text);
+        }
+        (Some(schema), None) => {
+            out.push_str(",\"outputSchema\":");
+            json::write_canonical(&mut out, schema);
+        }
+        (None, _) => {}
     }
     let read_only = class.operation_type == OperationType::ReadOnly;
     let catalog_destructive = tool.annotations.as_ref().and_then(|a| a.destructive_hint);
