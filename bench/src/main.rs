@@ -438,6 +438,18 @@ fn args_scales() -> Option<Vec<usize>> {
         .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
 }
 
+/// The decision loop of `profile-evaluate` and `profile-component-evaluate`:
+/// the mix's calls with the workload's context, N rounds (argument 1).
+fn evaluate_loop(args: &[String], mut decide: impl FnMut(&[u8], &str)) {
+    let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
+    let context = workload::context_json();
+    for _ in 0..args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100_000) {
+        for call in &calls {
+            decide(call.as_bytes(), &context);
+        }
+    }
+}
+
 /// The engine of the `profile-component-*` loops: `--component FILE` (a build
 /// that keeps its name section, for `perf report`) or the shipped component.
 fn profiled_engine(args: &[String]) -> Result<toolgate::Engine, Error> {
@@ -538,28 +550,20 @@ fn main() -> Result<(), Error> {
         Some("profile-component-evaluate") => {
             let engine = profiled_engine(&args)?;
             let rules = engine.load(Some(workload::POLICY), workload::SEED_CATALOG)?;
-            let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
-            let context = workload::context_json();
-            for _ in 0..args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100_000) {
-                for call in &calls {
-                    black_box(rules.evaluate_raw(call.as_bytes(), &context));
-                }
-            }
+            evaluate_loop(&args, |call, context| {
+                black_box(rules.evaluate_raw(call, context));
+            });
             Ok(())
         }
         Some("profile-evaluate") => {
             let rules = policy_core::Rules::load(Some(workload::POLICY), workload::SEED_CATALOG)?;
-            let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
-            let context = workload::context_json();
-            for _ in 0..args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100_000) {
-                for call in &calls {
-                    black_box(rules.evaluate_json(call.as_bytes(), &context));
-                }
-            }
+            evaluate_loop(&args, |call, context| {
+                black_box(rules.evaluate_json(call, context));
+            });
             Ok(())
         }
         Some(other) => {
-            Err(format!("unknown mode `{other}`: use `gen DIR` or `rust [--quick|--smoke] [--json OUT]`").into())
+            Err(format!("unknown mode `{other}`: use `gen DIR`, `rust [--quick|--smoke] [--json OUT]` or `profile-[component-]load|evaluate N`").into())
         }
     }
 }
