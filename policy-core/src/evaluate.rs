@@ -28,8 +28,91 @@ pub struct Call {
 /// Reads a call line: `{"name": "...", "arguments": {...}}` (MCP's `_meta`
 /// is allowed and ignored). `Err` carries the name if it could be read.
 pub fn parse_call(bytes: &[u8]) -> Result<Call, (Option<String>, String)> {
+    if let Some(call) = read_well_formed_call(bytes) {
+        return Ok(call);
+    }
     let value = json::parse_strict(bytes).map_err(|e| (None, e.to_string()))?;
     call_from_value(value)
+}
+
+/// Reads a call in one pass, straight into a [`Call`]: no top-level map, no
+/// key strings (#17: building and taking apart that map was a fifth of a
+/// decision in the component). `None` for anything it does not take, and
+/// [`parse_call`] then reads the text the general way, which alone words the
+/// errors. It takes a text only when the general way would take it too, with
+/// the same result: the same strict values (no duplicate key at any depth),
+/// the keys `name`, `arguments` and `_meta` at most once each, a string name.
+fn read_well_formed_call(bytes: &[u8]) -> Option<Call> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let call = serde::Deserializer::deserialize_map(&mut de, CallVisitor).ok()?;
+    de.end().ok()?;
+    Some(call)
+}
+
+struct CallVisitor;
+
+/// A top-level key of a call, read without allocating.
+enum CallKey {
+    Name,
+    Arguments,
+    Meta,
+}
+
+impl<'de> serde::Deserialize<'de> for CallKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = CallKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("name, arguments or _meta")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<CallKey, E> {
+                match key {
+                    "name" => Ok(CallKey::Name),
+                    "arguments" => Ok(CallKey::Arguments),
+                    "_meta" => Ok(CallKey::Meta),
+                    _ => Err(E::custom("unknown call key")),
+                }
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for CallVisitor {
+    type Value = Call;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a call object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Call, A::Error> {
+        use serde::de::Error as _;
+        let mut name: Option<String> = None;
+        let mut arguments: Option<Value> = None;
+        let mut meta_seen = false;
+        while let Some(key) = map.next_key::<CallKey>()? {
+            let first = match key {
+                CallKey::Name => name.replace(map.next_value()?).is_none(),
+                CallKey::Arguments => {
+                    let json::StrictValue(value) = map.next_value()?;
+                    arguments.replace(value).is_none()
+                }
+                CallKey::Meta => {
+                    let json::StrictValue(_) = map.next_value()?;
+                    !std::mem::replace(&mut meta_seen, true)
+                }
+            };
+            if !first {
+                return Err(A::Error::custom("duplicate call key"));
+            }
+        }
+        let name = name.ok_or_else(|| A::Error::custom("a call needs a name"))?;
+        Ok(Call {
+            name,
+            arguments: arguments.filter(|a| !a.is_null()),
+        })
+    }
 }
 
 /// [`parse_call`] for an already parsed value.
@@ -339,5 +422,61 @@ fn keyword_name(kind: &ValidationErrorKind) -> &'static str {
         K::UnevaluatedProperties { .. } => "unevaluatedProperties",
         K::UniqueItems => "uniqueItems",
         _ => "schema",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn general_way(text: &str) -> Result<Call, (Option<String>, String)> {
+        let value = json::parse_strict(text.as_bytes()).map_err(|e| (None, e.to_string()))?;
+        call_from_value(value)
+    }
+
+    #[test]
+    fn the_one_pass_reader_takes_a_call_only_as_the_general_way_reads_it() {
+        let taken = [
+            r#"{"name":"send","arguments":{"to":"+1","confirmed":true}}"#,
+            r#"{"arguments":{"a":[1,2.5,{"b":null}]},"name":"caf\u00e9"}"#,
+            r#"{"name":"x"}"#,
+            r#"{"name":"x","arguments":null}"#,
+            r#"{"name":"x","arguments":[]}"#,
+            r#"{"name":"x","arguments":"text"}"#,
+            r#"{"_meta":{"progressToken":1},"name":"x","arguments":{}}"#,
+            r#" { "name" : "x" , "arguments" : { } } "#,
+            r#"{"name":"","arguments":{"k":"\ud83d\ude00"}}"#,
+        ];
+        for text in taken {
+            let fast = read_well_formed_call(text.as_bytes());
+            assert!(fast.is_some(), "{text}");
+            assert_eq!(fast.map(Ok), Some(general_way(text)), "{text}");
+        }
+        let left_to_the_general_way = [
+            r#"{"name":"x","name":"y"}"#,
+            r#"{"name":"x","arguments":{},"arguments":{}}"#,
+            r#"{"name":"x","_meta":{},"_meta":{}}"#,
+            r#"{"name":"x","_meta":{"a":1,"a":2}}"#,
+            r#"{"name":"x","arguments":{"confirmed":false,"confirmed":true}}"#,
+            r#"{"name":"x","extra":1}"#,
+            r#"{"Name":"x"}"#,
+            r#"{"name":1}"#,
+            r#"{"name":null}"#,
+            r#"{"arguments":{}}"#,
+            r#"["name","x"]"#,
+            r#"{"name":"x"} trailing"#,
+            r#"{"name":"x","arguments":{"n":1e309}}"#,
+            r#"{"name":"\ud800"}"#,
+            "",
+        ];
+        for text in left_to_the_general_way {
+            assert_eq!(read_well_formed_call(text.as_bytes()), None, "{text}");
+        }
+        // A key written with an escape is still the key it spells.
+        let escaped = r#"{"na\u006de":"x","arguments":{}}"#;
+        assert_eq!(
+            read_well_formed_call(escaped.as_bytes()).map(Ok),
+            Some(general_way(escaped))
+        );
     }
 }

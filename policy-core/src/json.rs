@@ -16,7 +16,9 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
-struct StrictValue(Value);
+/// A [`Value`] read by the strict rules of [`parse_strict`], for use inside
+/// another `Deserialize` (the call reader).
+pub(crate) struct StrictValue(pub(crate) Value);
 
 impl<'de> Deserialize<'de> for StrictValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -4,7 +4,10 @@
 use crate::fixtures::{SEED_CATALOG, fixtures, native_rules, seed_policy};
 use crate::input::Input;
 use policy_core::context::Surface;
-use policy_core::evaluate::{CONFIRMATION_FIELDS, IDEMPOTENCY_FIELD, is_valid_idempotency_key, parse_call};
+use policy_core::evaluate::{
+    CONFIRMATION_FIELDS, IDEMPOTENCY_FIELD, call_from_value, is_valid_idempotency_key, parse_call,
+};
+use policy_core::json;
 use policy_core::{Code, Context, Decision, OperationType, Origin, Problem, Rules, expose};
 use serde_json::{Map, Value, json};
 
@@ -248,9 +251,18 @@ pub fn check_decision(rules: &Rules, call: &[u8], context: &str) -> Decision {
         assert!(!decision.ok, "allowed without a classification: {json}");
     }
 
+    // The one-pass call reader takes a text only as the general reader
+    // (strict parse, then the call's shape) reads it, and leaves the rest,
+    // errors and their wording included, to it.
+    let read = parse_call(call);
+    let general = json::parse_strict(call)
+        .map_err(|e| (None, e.to_string()))
+        .and_then(call_from_value);
+    assert_eq!(read, general, "the call readers disagree");
+
     // Where the engine reads the call, a tool that is not there or not
     // exposed is NOT_FOUND and nothing else; an exposed one never is.
-    if let Ok(parsed) = parse_call(call) {
+    if let Ok(parsed) = read {
         let exposed = rules
             .tool(&parsed.name)
             .is_some_and(|t| expose::is_exposed(&t.name, &t.class, &ctx));
