@@ -10,6 +10,9 @@ use exports::toolgate::policy::engine::{
     Confirmation, Finding, Guest, GuestRuleSet, Origin, Outcome, Problem, RuleSet, Severity,
 };
 
+#[cfg(target_arch = "wasm32")]
+mod grow_ahead;
+
 struct Component;
 
 /// A loaded rule set and the last context it was called with (parsed once per

@@ -498,6 +498,8 @@ struct HostState {
     inject_trap: bool,
     /// The guest's linear memory size, as last grown (for measurement).
     memory_bytes: usize,
+    /// How many times the guest's memory grew (for measurement).
+    memory_grows: usize,
 }
 
 impl ResourceLimiter for HostState {
@@ -510,6 +512,7 @@ impl ResourceLimiter for HostState {
             return Ok(false);
         }
         self.memory_bytes = self.memory_bytes.max(desired);
+        self.memory_grows += 1;
         Ok(true)
     }
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
@@ -735,6 +738,7 @@ impl Engine {
                 memory_exhausted: false,
                 inject_trap: false,
                 memory_bytes: 0,
+                memory_grows: 0,
             },
         );
         store.limiter(|state| state as &mut dyn ResourceLimiter);
@@ -923,6 +927,15 @@ impl RuleSet {
     pub fn guest_memory_bytes(&self) -> usize {
         let guard = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         guard.as_ref().map_or(0, |live| live.store.data().memory_bytes)
+    }
+
+    /// How many times the guest's memory has grown, by loading and calls so
+    /// far (0 after an unrecovered fault). The guest grows ahead of need, so
+    /// this stays in the tens for any load: a measure, and what a test of
+    /// that growth reads.
+    pub fn guest_memory_grows(&self) -> usize {
+        let guard = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        guard.as_ref().map_or(0, |live| live.store.data().memory_grows)
     }
 
     /// Runs `f` on the live instance under `backstop`. A trap

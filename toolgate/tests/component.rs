@@ -257,6 +257,32 @@ fn memory_cap_denies_with_its_own_code_and_the_next_call_is_served() {
     assert_served(&rules, &good);
 }
 
+/// A catalog of `tools` tools, each with a schema of a few properties.
+fn catalog_of(tools: usize) -> String {
+    let tool = |i: usize| {
+        format!(
+            r#"{{"name":"tool_{i}","description":"tool number {i}","annotations":{{"readOnlyHint":{}}},"inputSchema":{{"type":"object","properties":{{"id":{{"type":"string","pattern":"^[a-z0-9_-]{{1,64}}$"}},"count":{{"type":"integer","minimum":0,"maximum":1000}},"note":{{"type":"string","maxLength":200}}}},"required":["id"],"additionalProperties":false}}}}"#,
+            i % 2 == 0
+        )
+    };
+    let tools: Vec<String> = (0..tools).map(tool).collect();
+    format!(r#"{{"tools":[{}]}}"#, tools.join(","))
+}
+
+#[test]
+fn a_large_load_grows_the_guest_memory_in_few_steps() {
+    // The guest's allocator grows the memory ahead of need
+    // (policy-component/src/grow_ahead.rs): a few dozen steps for tens of MB,
+    // where growing by what each allocation needs took hundreds, and each
+    // one can cost V8 a full garbage collection.
+    let rules = Engine::cached().unwrap().load(None, &catalog_of(2_000)).unwrap();
+    let (bytes, grows) = (rules.guest_memory_bytes(), rules.guest_memory_grows());
+    assert!(bytes > 16 << 20, "the load used only {bytes} bytes: not a large load");
+    assert!(grows <= 40, "{grows} memory grows for a load of {bytes} bytes");
+    let decision = rules.evaluate(br#"{"name":"tool_4","arguments":{"id":"a-1"}}"#, &Context::default());
+    assert!(decision.ok, "{}", decision.json);
+}
+
 #[test]
 fn oversized_input_never_reaches_the_component() {
     let engine = Engine::cached().unwrap();
