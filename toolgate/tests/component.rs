@@ -262,7 +262,7 @@ fn catalog_of(tools: usize) -> String {
     let tool = |i: usize| {
         format!(
             r#"{{"name":"tool_{i}","description":"tool number {i}","annotations":{{"readOnlyHint":{}}},"inputSchema":{{"type":"object","properties":{{"id":{{"type":"string","pattern":"^[a-z0-9_-]{{1,64}}$"}},"count":{{"type":"integer","minimum":0,"maximum":1000}},"note":{{"type":"string","maxLength":200}}}},"required":["id"],"additionalProperties":false}}}}"#,
-            i % 2 == 0
+            i.is_multiple_of(2)
         )
     };
     let tools: Vec<String> = (0..tools).map(tool).collect();
