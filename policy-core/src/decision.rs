@@ -171,7 +171,11 @@ pub fn about_tool(
     denial: Option<&Denial>,
     revision: &str,
 ) -> Decision {
-    let mut out = String::with_capacity(400);
+    // The fixed text is under 400 bytes; sized for the rest too, so the
+    // decision is written without growing (half the vectors' decisions
+    // outgrew a flat 400).
+    let details = denial.and_then(|d| d.details.as_ref()).map_or(0, String::len);
+    let mut out = String::with_capacity(400 + name_json.len() + class.effect.len() + revision.len() + details);
     match denial {
         None => out.push_str("{\"ok\":true,\"error\":null"),
         Some(d) => {
