@@ -48,28 +48,28 @@ fn step_ahead() {
     }
 }
 
+/// Runs one allocation and, if it grew the memory, steps ahead.
+fn stepping_ahead(allocate: impl FnOnce() -> *mut u8) -> *mut u8 {
+    let before = pages();
+    let ptr = allocate();
+    if pages() != before {
+        step_ahead();
+    }
+    ptr
+}
+
 // SAFETY: every method forwards to `System` with the caller's arguments
 // unchanged, so `System`'s guarantees are this allocator's; `step_ahead` only
 // allocates and frees a block of its own.
 unsafe impl GlobalAlloc for GrowAhead {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let before = pages();
         // SAFETY: forwarded; the caller upholds `alloc`'s contract.
-        let ptr = unsafe { System.alloc(layout) };
-        if pages() != before {
-            step_ahead();
-        }
-        ptr
+        stepping_ahead(|| unsafe { System.alloc(layout) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let before = pages();
         // SAFETY: forwarded; the caller upholds `alloc_zeroed`'s contract.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if pages() != before {
-            step_ahead();
-        }
-        ptr
+        stepping_ahead(|| unsafe { System.alloc_zeroed(layout) })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -78,12 +78,7 @@ unsafe impl GlobalAlloc for GrowAhead {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let before = pages();
         // SAFETY: forwarded; `ptr` came from `System` with `layout`.
-        let ptr = unsafe { System.realloc(ptr, layout, new_size) };
-        if pages() != before {
-            step_ahead();
-        }
-        ptr
+        stepping_ahead(|| unsafe { System.realloc(ptr, layout, new_size) })
     }
 }
