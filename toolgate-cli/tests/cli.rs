@@ -343,6 +343,24 @@ fn help_lists_the_exit_codes() {
     }
 }
 
+/// Runs a just-written executable. Tests run on threads of one process, so a
+/// sibling test's `fork` can inherit the copy's still-open write descriptor for
+/// the instant before its child execs; `exec` then fails with "text file
+/// busy" (ETXTBSY). That is a property of the test harness, not of toolgate, so
+/// the run is retried until the sibling's child has exec'd.
+fn first_run_of_a_fresh_copy(command: &mut Command) -> std::process::Output {
+    let mut attempts = 0;
+    loop {
+        match command.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && attempts < 100 => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
 /// A copy of the binary alone in `<tmp>/<tag>-<pid>/bin/`, as a package ships
 /// it, with `toolgate precompile` run there: (its directory, the copy, the
 /// native code it wrote, checked to be beside it).
@@ -353,7 +371,7 @@ fn packaged_copy(tag: &str) -> (std::path::PathBuf, std::path::PathBuf, std::pat
     std::fs::create_dir_all(&bin).unwrap();
     let cli = bin.join("toolgate");
     std::fs::copy(BIN, &cli).unwrap();
-    let out = Command::new(&cli).arg("precompile").output().unwrap();
+    let out = first_run_of_a_fresh_copy(Command::new(&cli).arg("precompile"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let shipped = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     assert_eq!(shipped.parent(), Some(bin.as_path()));
