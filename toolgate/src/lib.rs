@@ -507,8 +507,12 @@ impl ResourceLimiter for HostState {
         if std::mem::take(&mut self.inject_trap) {
             return Err(wasmtime::Error::msg("trap injected by RuleSet::inject_trap"));
         }
-        if desired > self.max_memory {
-            self.memory_exhausted = true;
+        // The flag says whether the *last* growth was refused. The guest's
+        // allocator also grows speculatively (policy-component's
+        // grow_ahead.rs) and shrugs off a refusal; a real allocation that
+        // is refused aborts right away, with no growth after it.
+        self.memory_exhausted = desired > self.max_memory;
+        if self.memory_exhausted {
             return Ok(false);
         }
         self.memory_bytes = self.memory_bytes.max(desired);
@@ -877,15 +881,15 @@ fn platform_cache_base() -> Option<std::path::PathBuf> {
 }
 
 fn fault_code(error: &wasmtime::Error, store: &Store<HostState>) -> &'static str {
-    if store.data().memory_exhausted {
-        return "ENGINE_OUT_OF_MEMORY";
-    }
+    // A budget's own trap names itself whatever the memory did before it: a
+    // refused speculative growth earlier in the call must not relabel it.
     match error.downcast_ref::<Trap>() {
         // The guest meter's trap (component-build/src/meter.rs): Rust code
         // never divides by zero (it checks and panics), so this is the
         // budget running out, as in every other runtime.
         Some(Trap::IntegerDivisionByZero) => "ENGINE_LIMIT",
         Some(Trap::OutOfFuel) | Some(Trap::Interrupt) => "ENGINE_LIMIT",
+        _ if store.data().memory_exhausted => "ENGINE_OUT_OF_MEMORY",
         _ => "ENGINE_TRAP",
     }
 }
@@ -1153,6 +1157,42 @@ impl RuleSet {
 #[cfg(test)]
 mod tests {
     use super::Decision;
+
+    /// The limiter's view after a growth of `desired` bytes under a 1 MiB cap.
+    fn grown(state: &mut super::HostState, desired: usize) {
+        use wasmtime::ResourceLimiter;
+        let _ = state.memory_growing(0, desired, None);
+    }
+
+    /// A refused step ahead (the guest shrugs it off) followed by a budget
+    /// trap is the budget, not memory; a refusal right before a plain trap
+    /// (the allocator's abort) is memory; a growth granted after a refusal
+    /// clears it.
+    #[test]
+    fn a_fault_is_out_of_memory_only_when_the_last_growth_was_refused() {
+        let engine = wasmtime::Engine::default();
+        let state = super::HostState {
+            max_memory: 1 << 20,
+            memory_exhausted: false,
+            inject_trap: false,
+            memory_bytes: 0,
+            memory_grows: 0,
+        };
+        let mut store = wasmtime::Store::new(&engine, state);
+        let code = |store: &wasmtime::Store<super::HostState>, trap: wasmtime::Trap| {
+            super::fault_code(&wasmtime::Error::new(trap), store)
+        };
+        grown(store.data_mut(), 2 << 20);
+        assert_eq!(code(&store, wasmtime::Trap::OutOfFuel), "ENGINE_LIMIT");
+        assert_eq!(code(&store, wasmtime::Trap::Interrupt), "ENGINE_LIMIT");
+        assert_eq!(code(&store, wasmtime::Trap::IntegerDivisionByZero), "ENGINE_LIMIT");
+        assert_eq!(
+            code(&store, wasmtime::Trap::UnreachableCodeReached),
+            "ENGINE_OUT_OF_MEMORY"
+        );
+        grown(store.data_mut(), 512 << 10);
+        assert_eq!(code(&store, wasmtime::Trap::UnreachableCodeReached), "ENGINE_TRAP");
+    }
 
     /// The full parse `Decision::from_json` falls back to.
     fn parsed(json: &str) -> Option<(bool, Option<String>)> {
