@@ -159,6 +159,10 @@ pub struct ProxyArgs {
     /// How many rotated audit files to keep (FILE.1 … FILE.N).
     #[arg(long, value_name = "N", default_value_t = 5, requires = "audit_rotate")]
     pub audit_keep: u32,
+    /// Threads serving requests. Default: with `--listen`, one per CPU this
+    /// process may use; with stdio (one client), 2.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
     /// The upstream server's command and arguments (after `--`).
     #[arg(last = true, value_name = "SERVER_CMD")]
     pub command: Vec<String>,
@@ -228,7 +232,7 @@ where
 pub fn run(args: ProxyArgs) -> ExitCode {
     init_tracing(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(worker_threads(&args))
         .enable_all()
         .build()
     {
@@ -241,6 +245,17 @@ pub fn run(args: ProxyArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+/// `--worker-threads`, or its default: stdio serves one client, for which two
+/// threads are plenty; `--listen` serves many sessions, which a fixed pair of
+/// threads would cap on a larger machine whatever its CPUs.
+fn worker_threads(args: &ProxyArgs) -> usize {
+    match (args.worker_threads, &args.listen) {
+        (Some(n), _) => usize::from(n),
+        (None, Some(_)) => std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+        (None, None) => 2,
     }
 }
 
@@ -707,5 +722,27 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ProxyArgs, worker_threads};
+    use clap::Parser;
+
+    fn parsed(args: &[&str]) -> Result<ProxyArgs, clap::Error> {
+        ProxyArgs::try_parse_from(std::iter::once("proxy").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn worker_threads_default_by_transport_and_refuse_zero() {
+        let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+        let listen = ["--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1/mcp"];
+        assert_eq!(worker_threads(&parsed(&listen).unwrap()), cpus);
+        assert_eq!(worker_threads(&parsed(&["--", "server"]).unwrap()), 2);
+        let four = [&listen[..], &["--worker-threads", "4"]].concat();
+        assert_eq!(worker_threads(&parsed(&four).unwrap()), 4);
+        let zero = [&listen[..], &["--worker-threads", "0"]].concat();
+        assert!(parsed(&zero).is_err());
     }
 }
