@@ -25,8 +25,10 @@ for name in toolgate-policy-core toolgate-component-build toolgate toolgate-rmcp
   patches+=(--config "patch.crates-io.$name.path=\"$work/$name-0.1.0\"")
   # toolgate's own crates compile again here whatever the profile (new
   # paths, new artifacts); unoptimized, they compile in a third of the time.
-  # What this checks is that the packaged files build and work, not speed;
-  # third-party crates keep the release profile, so they are still reused.
+  # What this checks is that the packaged files build and work, not speed.
+  # Third-party crates keep the release profile; those the CLI alone
+  # resolves with the same features as the workspace build are reused (not
+  # all: serde_json, semver and wasmparser differ, so wasmtime recompiles).
   patches+=(--config "profile.release.package.$name.opt-level=0")
 done
 patches+=(--config "profile.release.package.toolgate-cli.opt-level=0")
