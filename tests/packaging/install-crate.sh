@@ -17,23 +17,24 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 for crate in "$packages"/*.crate; do tar xzf "$crate" -C "$work"; done
-patches=()
+overrides=()
 for name in toolgate-policy-core toolgate-component-build toolgate toolgate-rmcp toolgate-proxy; do
   [ -d "$work/$name-0.1.0" ] || { echo "install-crate: $name-0.1.0.crate missing from $packages" >&2; exit 1; }
   # The unpublished crates stand in for crates.io: [patch] by path, as a
   # registry would serve them.
-  patches+=(--config "patch.crates-io.$name.path=\"$work/$name-0.1.0\"")
+  overrides+=(--config "patch.crates-io.$name.path=\"$work/$name-0.1.0\"")
+done
+for name in toolgate-policy-core toolgate-component-build toolgate toolgate-rmcp toolgate-proxy toolgate-cli; do
   # toolgate's own crates compile again here whatever the profile (new
   # paths, new artifacts); unoptimized, they compile in a third of the time.
   # What this checks is that the packaged files build and work, not speed.
   # Third-party crates keep the release profile; those the CLI alone
   # resolves with the same features as the workspace build are reused (not
   # all: serde_json, semver and wasmparser differ, so wasmtime recompiles).
-  patches+=(--config "profile.release.package.$name.opt-level=0")
+  overrides+=(--config "profile.release.package.$name.opt-level=0")
 done
-patches+=(--config "profile.release.package.toolgate-cli.opt-level=0")
 cd "$work"
-CARGO_TARGET_DIR="$target_dir" cargo install --offline --quiet --root "$work/root" "${patches[@]}" --path "$work/toolgate-cli-0.1.0"
+CARGO_TARGET_DIR="$target_dir" cargo install --offline --quiet --root "$work/root" "${overrides[@]}" --path "$work/toolgate-cli-0.1.0"
 toolgate="$work/root/bin/toolgate"
 
 fail() { echo "install-crate: FAIL: $*" >&2; exit 1; }

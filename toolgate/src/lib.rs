@@ -502,6 +502,19 @@ struct HostState {
     memory_grows: usize,
 }
 
+impl HostState {
+    /// A fresh instance's state under a memory cap of `max_memory` bytes.
+    fn new(max_memory: usize) -> Self {
+        HostState {
+            max_memory,
+            memory_exhausted: false,
+            inject_trap: false,
+            memory_bytes: 0,
+            memory_grows: 0,
+        }
+    }
+}
+
 impl ResourceLimiter for HostState {
     fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if std::mem::take(&mut self.inject_trap) {
@@ -735,16 +748,7 @@ impl Engine {
     }
 
     fn instantiate(&self) -> Result<(Store<HostState>, bindings::Toolgate), Error> {
-        let mut store = Store::new(
-            &self.inner.engine,
-            HostState {
-                max_memory: self.inner.limits.max_memory_bytes,
-                memory_exhausted: false,
-                inject_trap: false,
-                memory_bytes: 0,
-                memory_grows: 0,
-            },
-        );
+        let mut store = Store::new(&self.inner.engine, HostState::new(self.inner.limits.max_memory_bytes));
         store.limiter(|state| state as &mut dyn ResourceLimiter);
         // Instantiation runs the component's start code: bounded like a call.
         self.inner.limits.call_backstop().arm(&mut store)?;
@@ -1171,14 +1175,7 @@ mod tests {
     #[test]
     fn a_fault_is_out_of_memory_only_when_the_last_growth_was_refused() {
         let engine = wasmtime::Engine::default();
-        let state = super::HostState {
-            max_memory: 1 << 20,
-            memory_exhausted: false,
-            inject_trap: false,
-            memory_bytes: 0,
-            memory_grows: 0,
-        };
-        let mut store = wasmtime::Store::new(&engine, state);
+        let mut store = wasmtime::Store::new(&engine, super::HostState::new(1 << 20));
         let code = |store: &wasmtime::Store<super::HostState>, trap: wasmtime::Trap| {
             super::fault_code(&wasmtime::Error::new(trap), store)
         };
