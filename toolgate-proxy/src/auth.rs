@@ -484,7 +484,7 @@ pub async fn require(State(auth): State<Arc<Authenticator>>, mut request: Reques
         }
         Err(refusal) => {
             tracing::info!(?refusal, "request refused");
-            auth.refuse(&refusal)
+            crate::http::answer_after_body(request.into_body(), auth.refuse(&refusal)).await
         }
     }
 }
@@ -511,6 +511,70 @@ mod tests {
         assert_eq!(bearer(Some("Basic abc")), Err(Refusal::Missing));
         assert_eq!(bearer(Some("Bearer  ")), Err(Refusal::Missing));
         assert_eq!(bearer(Some("bearer x.y.z")), Ok("x.y.z"));
+    }
+
+    /// A refusal made on the headers waits for the request's body, so hyper
+    /// keeps the connection and the client's next request on it is answered.
+    /// The body is sent after a pause so it is not in hyper's buffer when the
+    /// refusal is made; without the wait, hyper closes the connection after
+    /// the 401 and the second request reads end-of-file.
+    #[tokio::test]
+    async fn a_refused_request_keeps_its_connection_usable() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = std::env::temp_dir().join(format!("toolgate-auth-keepalive-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let jwks = dir.join("jwks.json");
+        std::fs::write(&jwks, r#"{"keys":[]}"#).unwrap();
+        let settings = AuthSettings {
+            issuer: "https://issuer.example".into(),
+            audience: "toolgate".into(),
+            source: JwksSource::File(jwks),
+            required_scopes: Vec::new(),
+            resource: "http://127.0.0.1/mcp".into(),
+            metadata_url: "http://127.0.0.1/.well-known/oauth-protected-resource/mcp".into(),
+            base: Context::default(),
+        };
+        let auth = Arc::new(
+            Authenticator::new(settings, crate::outbound::client(None).unwrap())
+                .await
+                .unwrap(),
+        );
+        let router = axum::Router::new()
+            .route("/mcp", axum::routing::post(|| async { "served" }))
+            .layer(axum::middleware::from_fn_with_state(auth, require));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let mut answers = String::new();
+        for _ in 0..2 {
+            // A write into a connection the server closed fails: the
+            // assertion below then reports the one answer.
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if stream.write_all(body.as_bytes()).await.is_err() {
+                break;
+            }
+            let mut buffer = vec![0u8; 4096];
+            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+                .await
+                .unwrap()
+                .unwrap_or(0);
+            answers.push_str(&String::from_utf8_lossy(&buffer[..read]));
+            answers.push('|');
+        }
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(answers.matches("HTTP/1.1 401").count(), 2, "{answers}");
+        assert!(!answers.to_ascii_lowercase().contains("connection: close"), "{answers}");
     }
 
     #[test]

@@ -657,7 +657,8 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, crate::http::gate));
     if let Some(auth) = auth {
-        // Outermost: nothing of a request without a good token is read.
+        // Outermost: a request without a good token reaches neither the gate
+        // nor the session (its body is only read to be discarded).
         router = router.layer(axum::middleware::from_fn_with_state(auth.clone(), crate::auth::require));
         let metadata = axum::Router::new()
             .route(

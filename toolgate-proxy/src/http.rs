@@ -63,6 +63,44 @@ async fn read_body(body: Body) -> Option<(Vec<u8>, usize)> {
     Some((kept, total))
 }
 
+/// The most of a refused request's body read so the connection can stay open.
+const DRAIN_BYTES: usize = 64 * 1024;
+/// How long a refused request's body is waited for.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Sends an answer given before the request's body was needed (a refusal
+/// made on the headers) only once that body is read. hyper keeps such a
+/// connection alive only if the unread body is already in its buffer;
+/// otherwise it closes the connection after the answer without saying so,
+/// and a client that pools connections sends its next request into the
+/// closing socket ("Server disconnected without sending a response"). A body
+/// longer than `DRAIN_BYTES` or slower than `DRAIN_WAIT` is not waited for:
+/// the answer says `Connection: close`, so the client does not reuse it.
+pub(crate) async fn answer_after_body(body: Body, mut answer: Response) -> Response {
+    use http_body_util::BodyExt;
+    let drain = async {
+        let mut body = body;
+        let mut total = 0usize;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return false };
+            if let Ok(data) = frame.into_data() {
+                total = total.saturating_add(data.len());
+                if total > DRAIN_BYTES {
+                    return false;
+                }
+            }
+        }
+        true
+    };
+    let drained = tokio::time::timeout(DRAIN_WAIT, drain).await.unwrap_or(false);
+    if !drained {
+        answer
+            .headers_mut()
+            .insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    answer
+}
+
 /// A JSON response (axum's `json` feature is left off to keep the build lean).
 pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response {
     (
