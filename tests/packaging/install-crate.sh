@@ -29,8 +29,13 @@ for name in toolgate-policy-core toolgate-component-build toolgate toolgate-rmcp
   # paths, new artifacts); unoptimized, they compile in a third of the time.
   # What this checks is that the packaged files build and work, not speed.
   # Third-party crates keep the release profile; those the CLI alone
-  # resolves with the same features as the workspace build are reused (not
-  # all: serde_json, semver and wasmparser differ, so wasmtime recompiles).
+  # resolves with the same features as the workspace build are reused. Not
+  # all: in the workspace build the bench's cedar-policy switches on
+  # features of either and indexmap, and the component builder's
+  # wit-component those of semver, wasmparser and wasm-encoder, which the CLI
+  # alone leaves off, so wasmtime and their other dependents compile again
+  # (`cargo +nightly build -Z unstable-options --unit-graph` of both shows
+  # the five).
   overrides+=(--config "profile.release.package.$name.opt-level=0")
 done
 cd "$work"

@@ -63,6 +63,17 @@ async fn read_body(body: Body) -> Option<(Vec<u8>, usize)> {
     Some((kept, total))
 }
 
+/// A handshake-era session's `DELETE` is answered `200 OK` once the session
+/// is closed, as the official TypeScript and Python servers answer it. rmcp
+/// says `202 Accepted` (with no body), which the official Python client takes
+/// for a failure and logs as a warning on every session it closes.
+fn session_closed(mut response: Response) -> Response {
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
+}
+
 /// The most of a refused request's body read so the connection can stay open.
 const DRAIN_BYTES: usize = 64 * 1024;
 /// How long a refused request's body is waited for.
@@ -112,6 +123,9 @@ pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response {
 }
 
 pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: Next) -> Response {
+    if request.method() == Method::DELETE {
+        return session_closed(next.run(request).await);
+    }
     if request.method() != Method::POST {
         return next.run(request).await;
     }
