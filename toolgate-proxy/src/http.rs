@@ -202,3 +202,54 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal() -> Response {
+        json(StatusCode::UNAUTHORIZED, &serde_json::json!({"error": "invalid_token"}))
+    }
+
+    fn closes(response: &Response) -> bool {
+        response
+            .headers()
+            .get(header::CONNECTION)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"))
+    }
+
+    /// A body read to its end leaves the connection open; one past the bound
+    /// is not read on, and the answer closes the connection instead.
+    #[tokio::test]
+    async fn a_refusal_closes_the_connection_only_when_the_body_is_left_unread() {
+        let small = answer_after_body(Body::from(vec![b'x'; 1024]), refusal()).await;
+        assert_eq!(small.status(), StatusCode::UNAUTHORIZED);
+        assert!(!closes(&small));
+        let exact = answer_after_body(Body::from(vec![b'x'; DRAIN_BYTES]), refusal()).await;
+        assert!(!closes(&exact));
+        let large = answer_after_body(Body::from(vec![b'x'; DRAIN_BYTES + 1]), refusal()).await;
+        assert_eq!(large.status(), StatusCode::UNAUTHORIZED);
+        assert!(closes(&large));
+    }
+
+    /// A body that does not finish within the wait (1 s, real time) is not
+    /// waited for.
+    #[tokio::test]
+    async fn a_refusal_does_not_wait_for_a_stalled_body() {
+        let stalled = Body::from_stream(futures_util::stream::pending::<Result<Bytes, std::io::Error>>());
+        let answer = answer_after_body(stalled, refusal()).await;
+        assert!(closes(&answer));
+    }
+
+    #[test]
+    fn a_closed_session_is_answered_ok() {
+        assert_eq!(
+            session_closed(StatusCode::ACCEPTED.into_response()).status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            session_closed(StatusCode::NOT_FOUND.into_response()).status(),
+            StatusCode::NOT_FOUND
+        );
+    }
+}
