@@ -17,14 +17,16 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 for crate in "$packages"/*.crate; do tar xzf "$crate" -C "$work"; done
+# toolgate's crates the CLI depends on, and the CLI.
+dependencies=(toolgate-policy-core toolgate-component-build toolgate toolgate-rmcp toolgate-proxy)
 overrides=()
-for name in toolgate-policy-core toolgate-component-build toolgate toolgate-rmcp toolgate-proxy; do
+for name in "${dependencies[@]}"; do
   [ -d "$work/$name-0.1.0" ] || { echo "install-crate: $name-0.1.0.crate missing from $packages" >&2; exit 1; }
   # The unpublished crates stand in for crates.io: [patch] by path, as a
   # registry would serve them.
   overrides+=(--config "patch.crates-io.$name.path=\"$work/$name-0.1.0\"")
 done
-for name in toolgate-policy-core toolgate-component-build toolgate toolgate-rmcp toolgate-proxy toolgate-cli; do
+for name in "${dependencies[@]}" toolgate-cli; do
   # toolgate's own crates compile again here whatever the profile (new
   # paths, new artifacts); unoptimized, they compile in a third of the time.
   # What this checks is that the packaged files build and work, not speed.

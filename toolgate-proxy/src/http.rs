@@ -45,9 +45,10 @@ impl std::fmt::Debug for GateState {
     }
 }
 
-/// Reads the body, keeping at most `MAX_MESSAGE_BYTES + 1` bytes (enough to
-/// tell an over-long one and to find its id); `None` if the body fails.
-async fn read_body(body: Body) -> Option<(Vec<u8>, usize)> {
+/// Reads the body, keeping at most `keep` bytes of it; stops reading once
+/// more than `stop_past` bytes have come. The bytes kept and the count read;
+/// `None` if the body fails.
+async fn read_body(body: Body, keep: usize, stop_past: usize) -> Option<(Vec<u8>, usize)> {
     use http_body_util::BodyExt;
     let mut body = body;
     let mut kept = Vec::new();
@@ -56,8 +57,11 @@ async fn read_body(body: Body) -> Option<(Vec<u8>, usize)> {
         let frame = frame.ok()?;
         if let Ok(data) = frame.into_data() {
             total = total.saturating_add(data.len());
-            let room = (MAX_MESSAGE_BYTES + 1).saturating_sub(kept.len());
+            let room = keep.saturating_sub(kept.len());
             kept.extend_from_slice(data.get(..data.len().min(room)).unwrap_or_default());
+            if total > stop_past {
+                break;
+            }
         }
     }
     Some((kept, total))
@@ -88,22 +92,10 @@ const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// longer than `DRAIN_BYTES` or slower than `DRAIN_WAIT` is not waited for:
 /// the answer says `Connection: close`, so the client does not reuse it.
 pub(crate) async fn answer_after_body(body: Body, mut answer: Response) -> Response {
-    use http_body_util::BodyExt;
-    let drain = async {
-        let mut body = body;
-        let mut total = 0usize;
-        while let Some(frame) = body.frame().await {
-            let Ok(frame) = frame else { return false };
-            if let Ok(data) = frame.into_data() {
-                total = total.saturating_add(data.len());
-                if total > DRAIN_BYTES {
-                    return false;
-                }
-            }
-        }
-        true
-    };
-    let drained = tokio::time::timeout(DRAIN_WAIT, drain).await.unwrap_or(false);
+    let drained = matches!(
+        tokio::time::timeout(DRAIN_WAIT, read_body(body, 0, DRAIN_BYTES)).await,
+        Ok(Some((_, total))) if total <= DRAIN_BYTES
+    );
     if !drained {
         answer
             .headers_mut()
@@ -130,7 +122,10 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let Some((bytes, total)) = read_body(body).await else {
+    // The whole body is read (an over-long one to its end, so its size is
+    // known); `MAX_MESSAGE_BYTES + 1` bytes are enough to tell an over-long
+    // one and to find its id.
+    let Some((bytes, total)) = read_body(body, MAX_MESSAGE_BYTES + 1, usize::MAX).await else {
         return StatusCode::BAD_REQUEST.into_response();
     };
     let admission = if total > bytes.len() {
@@ -239,6 +234,17 @@ mod tests {
         let stalled = Body::from_stream(futures_util::stream::pending::<Result<Bytes, std::io::Error>>());
         let answer = answer_after_body(stalled, refusal()).await;
         assert!(closes(&answer));
+    }
+
+    /// The gate keeps a prefix of an over-long body but reads it to the end,
+    /// so its size is known; a drain stops once past its bound.
+    #[tokio::test]
+    async fn a_body_is_kept_up_to_its_bound_and_counted() {
+        let (kept, total) = read_body(Body::from(vec![b'x'; 5000]), 1000, usize::MAX).await.unwrap();
+        assert_eq!((kept.len(), total), (1000, 5000));
+        let chunks = futures_util::stream::iter((0..10).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 100]))));
+        let (kept, total) = read_body(Body::from_stream(chunks), 0, 250).await.unwrap();
+        assert_eq!((kept.len(), total), (0, 300));
     }
 
     #[test]
