@@ -82,6 +82,10 @@ impl Recorder {
     /// A call reached the upstream: an audit line written before it must
     /// have forwarded an allowed call of this tool, not matched yet.
     fn saw_call(&self, tool: &str) {
+        // The ledger is held from taking the lines to matching them: a
+        // concurrent call's check that took this call's line must have put
+        // it in `pending` before this one looks.
+        let mut ledger = self.ledger();
         // Take the complete lines written so far out of the buffer: each is
         // read once, and the buffer stays small over a long fuzzing run.
         let lines = {
@@ -89,7 +93,6 @@ impl Recorder {
             let complete = audit.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
             audit.drain(..complete).collect::<Vec<u8>>()
         };
-        let mut ledger = self.ledger();
         ledger.calls += 1;
         for line in lines.split_inclusive(|&b| b == b'\n') {
             let Ok(record) = serde_json::from_slice::<Value>(line) else {
@@ -354,5 +357,45 @@ pub fn upstream_calls() -> u64 {
     match HARNESS.get() {
         Some(Ok(h)) => h.lock().unwrap_or_else(PoisonError::into_inner).recorder.ledger().calls,
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+    use super::*;
+
+    /// Calls reach the upstream concurrently, each after its own audit line:
+    /// the recorder must never report one as unaudited. (It did when one
+    /// call's check took the lines out of the buffer and another's matched
+    /// them before the first had put them in the ledger: the CI failure of
+    /// cd50242.)
+    #[test]
+    fn concurrent_calls_each_after_their_line_are_never_reported() {
+        let recorder = Recorder {
+            audit: AuditBuffer::default(),
+            ledger: Arc::default(),
+        };
+        let threads: Vec<_> = ["read", "write", "admin", "read"]
+            .into_iter()
+            .map(|tool| {
+                let recorder = recorder.clone();
+                let mut audit = recorder.audit.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100_000 {
+                        let line = json!({ "tool": tool, "decision": "allowed", "outcome": "forwarded" });
+                        audit.write_all(format!("{line}\n").as_bytes()).unwrap();
+                        recorder.saw_call(tool);
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let ledger = recorder.ledger();
+        assert_eq!(ledger.calls, 400_000);
+        assert_eq!(ledger.violations.first(), None);
+        assert!(ledger.pending.is_empty(), "{:?}", ledger.pending);
     }
 }
