@@ -80,7 +80,58 @@ if (/process\?\.env/.test(js.replace('globalThis?.process?.env?.JCO_DEBUG ?', ''
   throw new Error('jco output reads process.env elsewhere; check the hot path');
 }
 
-// 2. The two tiny helper modules wit-component adds for the resource
+// 2. At every instantiation jco wraps each export in `WebAssembly.promising`
+//    (JSPI) inside a try/catch, falling back to the export itself. Where JSPI
+//    is missing (Node 20 and 22, workerd today) each of those six calls throws
+//    "WebAssembly.promising is not a function", and V8 words that message by
+//    re-parsing the call site's function (jco's whole 1 700-line instantiation
+//    generator) for its source positions: about 2.6 ms of a 4 ms
+//    instantiation here, paid by every load and every replacement after a
+//    trap. One helper asks whether the function exists first; where it does,
+//    it is called exactly as before, and a throw still falls back the same way.
+const promisingTry = /    try \{\n      (\w+) = WebAssembly\.promising\(([^;\n]+)\);\n    \} catch\(err\) \{\n      \1 = \2;\n    \}/g;
+const promisingCount = [...js.matchAll(promisingTry)].length;
+if (promisingCount === 0) throw new Error('jco output changed: no WebAssembly.promising try/catch found; update scripts/build.mjs');
+js = js.replace(promisingTry, '    $1 = _promisingOr($2);');
+if (js.includes('WebAssembly.promising(')) throw new Error('jco output calls WebAssembly.promising elsewhere; update scripts/build.mjs');
+const generatorStart = '  let gen= (function* _initGenerator () {\n';
+if (!js.includes(generatorStart)) throw new Error('jco output changed: _initGenerator not found; update scripts/build.mjs');
+js = js.replace(generatorStart, `  const _promisingOr = (f) => {
+    if (typeof WebAssembly.promising !== 'function') return f;
+    try { return WebAssembly.promising(f); } catch { return f; }
+  };
+${generatorStart}`);
+
+// 3. jco writes every string argument into the guest by counting its UTF-8
+//    length in a JS loop over the string and then encoding it: for a rule
+//    set's catalog (100 KB for the seed, run once per load, so in V8's
+//    interpreter or baseline tier) about 1.3 ms of a 12 ms load here. The
+//    encoder's own `encode` measures and encodes in one native pass; one copy
+//    into the guest follows. Same bytes (lone surrogates become U+FFFD either
+//    way) and the same allocation: realloc(0, 0, 1, byteLength).
+const encodeStart = '  function _utf8AllocateAndEncode(s, realloc, memory) {\n';
+const encodeEnd = '    const res = { ptr, len, codepoints };\n    return res;\n  }\n';
+const encodeAt = js.indexOf(encodeStart);
+const encodeEndAt = encodeAt < 0 ? -1 : js.indexOf(encodeEnd, encodeAt);
+if (encodeAt < 0 || encodeEndAt < 0 || js.indexOf(encodeStart, encodeAt + 1) >= 0) {
+  throw new Error('jco output changed: _utf8AllocateAndEncode not found once; update scripts/build.mjs');
+}
+if (!js.slice(encodeAt, encodeEndAt).includes('TEXT_ENCODER_UTF8.encodeInto(') || /\.codepoints\b/.test(js)) {
+  throw new Error('jco output changed: _utf8AllocateAndEncode is not the counting encoder this patch replaces; update scripts/build.mjs');
+}
+js = js.slice(0, encodeAt) + `  function _utf8AllocateAndEncode(s, realloc, memory) {
+    if (typeof s !== 'string') {
+      throw new TypeError('expected a string, received [' + typeof s + ']');
+    }
+    if (s.length === 0) { return { ptr: 1, len: 0 }; }
+    const bytes = TEXT_ENCODER_UTF8.encode(s);
+    const ptr = realloc(0, 0, 1, bytes.length);
+    new Uint8Array(memory.buffer, ptr, bytes.length).set(bytes);
+    return { ptr, len: bytes.length };
+  }
+` + js.slice(encodeEndAt + encodeEnd.length);
+
+// 4. The two tiny helper modules wit-component adds for the resource
 //    destructor (a funcref table and its filler) are replaced in JS by
 //    src/abi.js, so the package needs exactly one compiled core module,
 //    which a worker imports. Check they are what the JS shim assumes.

@@ -138,3 +138,47 @@ test('TOOLGATE_JS_FASTPATH=0 (and the older TOOLGATE_JCO_EVALUATE=1) force the w
     assert.equal(off.json, on.json);
   }
 });
+
+// scripts/build.mjs patches jco's string writer (one native encode, one copy)
+// and its JSPI probe; these pin what the patched code must still do.
+test('strings reach the guest as their UTF-8: non-ASCII and astral text round-trips, a lone surrogate becomes U+FFFD', () => {
+  // JSON.stringify would escape a lone surrogate (and the engine rightly refuses `\ud800` in JSON):
+  // the raw code unit goes into the text after it, as a JS string can carry one.
+  const text = (/** @type {string} */ description) => JSON.stringify({ tools: [{ name: 'echo', description, inputSchema: { type: 'object' } }] })
+    .replace('LONE', '\ud800');
+  const description = `é€😀 ${'ü'.repeat(300)} LONE end`;
+  const expected = description.replace('LONE', '\ufffd');
+  for (const fastPath of [true, false]) {
+    const gate = Toolgate.fromModule({ module, catalog: text(description), fastPath });
+    const listed = gate.listExposable().tools.map((t) => t.description);
+    assert.ok(listed.length === 1 && listed[0] === expected, `fastPath ${fastPath}: listed ${JSON.stringify(listed).slice(0, 80)}`);
+    // The catalog written with U+FFFD itself is the same rule set; another text is not.
+    assert.equal(gate.revision, Toolgate.fromModule({ module, catalog: text(expected), fastPath }).revision);
+    assert.notEqual(gate.revision, Toolgate.fromModule({ module, catalog: text('é€😀'), fastPath }).revision);
+  }
+});
+
+test('instantiation is the same whether WebAssembly.promising is missing, present, or throws', () => {
+  const call = { name: 'consultar_plano', arguments: { customer_id: '1' } };
+  const wasm = /** @type {any} */ (WebAssembly);
+  const had = Object.getOwnPropertyDescriptor(wasm, 'promising');
+  const wrapped = [];
+  const decide = () => {
+    const gate = Toolgate.fromModule({ module, policy: plansPolicy, catalog: plansCatalog });
+    return [gate[kFastPath].active, gate.evaluate(call).json, gate.listExposable().json];
+  };
+  try {
+    delete wasm.promising;
+    const without = decide();
+    assert.equal(without[0], true);
+    // Present: every export is offered to it, and what it returns is kept only for async use.
+    wasm.promising = (/** @type {Function} */ f) => { wrapped.push(f); return async () => { throw new Error('the sync path called a JSPI wrapper'); }; };
+    assert.deepEqual(decide(), without);
+    assert.ok(wrapped.length > 0 && wrapped.every((f) => typeof f === 'function'), 'WebAssembly.promising was asked to wrap the exports');
+    wasm.promising = () => { throw new TypeError('JSPI is switched off'); };
+    assert.deepEqual(decide(), without);
+  } finally {
+    if (had) Object.defineProperty(wasm, 'promising', had);
+    else delete wasm.promising;
+  }
+});
