@@ -1,0 +1,160 @@
+"""Where the component's native code comes from, and the wasmtime version that names it.
+
+`_runtime.Runtime` maps shipped or cached code with `deserialize_file`, compiles
+only when neither loads, and replaces a bad cache entry by rename; the version
+is read from wasmtime's dist-info without importing `importlib.metadata`. The
+code here is a tiny real component, so compiling it takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import wasmtime
+from wasmtime import component as wc
+
+from mcp_toolgate import _compiled, _fastpath, _runtime
+
+TINY = bytes(wasmtime.wat2wasm("(component (core module))"))
+
+
+@pytest.fixture
+def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    package, cache = tmp_path / "package", tmp_path / "cache"
+    package.mkdir()
+    monkeypatch.setattr(_runtime, "_PACKAGE_DIR", package)
+    monkeypatch.setenv("TOOLGATE_CACHE_DIR", str(cache))
+    return package, cache
+
+
+def _code_name() -> str:
+    return _compiled.code_name(_runtime.hashlib.sha256(TINY).hexdigest(), _fastpath.wasmtime_version())
+
+
+def _forbid_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: object) -> None:
+        raise AssertionError("compiled the component: the shipped or cached code should have loaded")
+
+    monkeypatch.setattr(wc.Component, "__init__", refuse)
+
+
+def test_the_cache_is_written_once_and_then_loaded(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    _, cache = dirs
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    assert entry.is_file()
+    inode = entry.stat().st_ino
+    with monkeypatch.context() as m:
+        _forbid_compiling(m)
+        assert isinstance(_runtime.Runtime(TINY).component, wc.Component)
+    assert entry.stat().st_ino == inode
+    assert sorted(p.name for p in cache.iterdir()) == [entry.name], "no temporary file left behind"
+
+
+def test_shipped_code_comes_first_and_fills_no_cache(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    package, cache = dirs
+    _runtime.Runtime(TINY)
+    shipped = package / _compiled.SHIPPED_DIR / _code_name()
+    shipped.parent.mkdir()
+    (cache / _code_name()).rename(shipped)
+    _forbid_compiling(monkeypatch)
+    assert isinstance(_runtime.Runtime(TINY).component, wc.Component)
+    assert list(cache.iterdir()) == []
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "directory"])
+def test_bad_code_is_compiled_again_and_the_cache_replaced(
+    damage: str, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package, cache = dirs
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    good = entry.read_bytes()
+    shipped = package / _compiled.SHIPPED_DIR / _code_name()
+    shipped.parent.mkdir()
+    shipped.write_bytes(b"\x00" * 64)  # shipped code that does not load either
+    if damage == "directory":
+        entry.unlink()
+        entry.mkdir()
+    else:
+        entry.write_bytes(
+            {"garbage": b"not native code" * 100, "truncated": good[: len(good) // 2], "empty": b""}[damage]
+        )
+    assert isinstance(_runtime.Runtime(TINY).component, wc.Component)
+    if damage == "directory":
+        assert entry.is_dir(), "a directory in the way is left alone (the write fails quietly)"
+        assert [p.name for p in cache.iterdir()] == [entry.name], "and the temporary file is removed"
+        return
+    assert entry.read_bytes() == good
+    with monkeypatch.context() as m:
+        _forbid_compiling(m)
+        _runtime.Runtime(TINY)
+
+
+def test_no_cache_compiles_every_time_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_runtime, "_PACKAGE_DIR", tmp_path)
+    monkeypatch.setenv("TOOLGATE_CACHE_DIR", "off")
+    _runtime.Runtime(TINY)
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- the wasmtime version -------------------------------------------------------
+
+
+def test_the_version_is_the_one_importlib_metadata_gives() -> None:
+    assert _fastpath.wasmtime_version() == metadata.version("wasmtime")
+
+
+def test_importing_the_package_and_its_runtime_does_not_import_importlib_metadata() -> None:
+    code = (
+        "import sys, mcp_toolgate\n"
+        "from mcp_toolgate import _fastpath, _runtime\n"
+        "_fastpath.wasmtime_version()\n"
+        "print('importlib.metadata' in sys.modules, 'tempfile' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def _dist_info(site: Path, folder: str, metadata_text: str) -> None:
+    (site / folder).mkdir(parents=True)
+    (site / folder / "METADATA").write_text(metadata_text, encoding="utf-8")
+
+
+def test_the_version_beside_the_package(tmp_path: Path) -> None:
+    _dist_info(
+        tmp_path, "wasmtime-50.0.1.dist-info", "Metadata-Version: 2.1\nName: wasmtime\nVersion: 50.0.1\n\nVersion: 9\n"
+    )
+    _dist_info(tmp_path, "wasmtime_extra-1.0.dist-info", "Name: wasmtime-extra\nVersion: 1.0\n")
+    _dist_info(tmp_path, "wasmtime-extra-2.0.dist-info", "Name: wasmtime-extra\nVersion: 2.0\n")
+    assert _fastpath._version_beside(tmp_path) == "50.0.1"
+
+
+@pytest.mark.parametrize(
+    "folders",
+    [
+        [],  # not installed from a wheel here (a source tree, another layout)
+        [
+            ("wasmtime-49.0.0.dist-info", "Name: wasmtime\nVersion: 49.0.0\n"),
+            ("wasmtime-50.0.1.dist-info", "Name: wasmtime\nVersion: 50.0.1\n"),
+        ],
+        [("wasmtime-50.0.1.dist-info", "Name: wasmtime\n")],  # no Version header
+        [("wasmtime-50.0.1.dist-info", "Name: wasmtime\n\nVersion: 50.0.1\n")],  # only in the body
+    ],
+)
+def test_anything_unclear_leaves_it_to_importlib_metadata(tmp_path: Path, folders: list[tuple[str, str]]) -> None:
+    for folder, text in folders:
+        _dist_info(tmp_path, folder, text)
+    assert _fastpath._version_beside(tmp_path) is None
+
+
+def test_an_unreadable_metadata_file_leaves_it_to_importlib_metadata(tmp_path: Path) -> None:
+    (tmp_path / "wasmtime-50.0.1.dist-info" / "METADATA").mkdir(parents=True)
+    assert _fastpath._version_beside(tmp_path) is None
+    (tmp_path / "wasmtime-50.0.1.dist-info" / "METADATA").rmdir()
+    (tmp_path / "wasmtime-50.0.1.dist-info" / "METADATA").write_bytes(b"Name: wasmtime\nVersion: \xff\n")
+    assert _fastpath._version_beside(tmp_path) is None
