@@ -82,7 +82,7 @@ if (/process\?\.env/.test(js.replace('globalThis?.process?.env?.JCO_DEBUG ?', ''
 
 // 2. At every instantiation jco wraps each export in `WebAssembly.promising`
 //    (JSPI) inside a try/catch, falling back to the export itself. Where JSPI
-//    is missing (Node 20 and 22, workerd today) each of those six calls throws
+//    is missing (Node 20 and 22; not measured in workerd) each of those six calls throws
 //    "WebAssembly.promising is not a function", and V8 words that message by
 //    re-parsing the call site's function (jco's whole 1 700-line instantiation
 //    generator) for its source positions: about 2.6 ms of a 4 ms
