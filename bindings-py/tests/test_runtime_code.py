@@ -8,6 +8,7 @@ code here is a tiny real component, so compiling it takes milliseconds.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -58,12 +59,38 @@ def test_the_cache_is_written_once_and_then_loaded(dirs: tuple[Path, Path], monk
 def test_shipped_code_comes_first_and_fills_no_cache(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     package, cache = dirs
     _runtime.Runtime(TINY)
-    shipped = package / _compiled.SHIPPED_DIR / _code_name()
-    shipped.parent.mkdir()
-    (cache / _code_name()).rename(shipped)
+    _ship(package, cache)
     _forbid_compiling(monkeypatch)
     assert isinstance(_runtime.Runtime(TINY).component, wc.Component)
     assert list(cache.iterdir()) == []
+
+
+def _ship(package: Path, cache: Path) -> Path:
+    """Moves the cached code into the package, as a platform wheel carries it."""
+    shipped = package / _compiled.SHIPPED_DIR / _code_name()
+    shipped.parent.mkdir()
+    (cache / _code_name()).rename(shipped)
+    return shipped
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file owners and modes are POSIX's")
+def test_shipped_code_anyone_may_write_is_not_loaded(dirs: tuple[Path, Path]) -> None:
+    package, cache = dirs
+    _runtime.Runtime(TINY)
+    shipped = _ship(package, cache)
+    shipped.chmod(0o646)
+    _runtime.Runtime(TINY)
+    assert (cache / _code_name()).is_file(), "compiled (and cached) instead of loading the shipped file"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file away needs root")
+def test_shipped_code_another_user_owns_is_not_loaded(dirs: tuple[Path, Path]) -> None:
+    package, cache = dirs
+    _runtime.Runtime(TINY)
+    shipped = _ship(package, cache)
+    os.chown(shipped, package.stat().st_uid + 1, -1)
+    _runtime.Runtime(TINY)
+    assert (cache / _code_name()).is_file(), "compiled (and cached) instead of loading the shipped file"
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "directory"])

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -251,9 +252,10 @@ class Runtime:
         # cache is only ever replaced by rename, never rewritten in place.
         shipped = _PACKAGE_DIR / _compiled.SHIPPED_DIR / name
         cache = _cache_dir()
-        for path in (shipped, None if cache is None else cache / name):
-            if path is None or not path.is_file():
-                continue
+        candidates = [shipped] if _came_with_package(shipped) else []
+        if cache is not None and (cache / name).is_file():
+            candidates.append(cache / name)
+        for path in candidates:
             try:
                 return wc.Component.deserialize_file(self.engine, str(path))
             except wasmtime.WasmtimeError:
@@ -262,6 +264,22 @@ class Runtime:
         if cache is not None:
             _write_cache(cache / name, component.serialize())
         return component
+
+
+def _came_with_package(code: Path) -> bool:
+    """Whether native code in the package came with it, as the Rust host checks
+    code beside its binary: on POSIX, a regular file owned by the package
+    directory's owner and not writable by everyone. The code runs unchecked, so
+    a package in a shared directory (a venv under a sticky ``/tmp``) must not
+    load a file another user added there; refused code means compiling."""
+    try:
+        st = code.stat()
+        owner = _PACKAGE_DIR.stat().st_uid
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    return os.name != "posix" or (st.st_uid == owner and not st.st_mode & stat.S_IWOTH)
 
 
 def _write_cache(path: Path, code: bytes) -> None:
