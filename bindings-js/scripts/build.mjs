@@ -90,9 +90,12 @@ if (/process\?\.env/.test(js.replace('globalThis?.process?.env?.JCO_DEBUG ?', ''
 //    trap. One helper asks whether the function exists first; where it does,
 //    it is called exactly as before, and a throw still falls back the same way.
 const promisingTry = /    try \{\n      (\w+) = WebAssembly\.promising\(([^;\n]+)\);\n    \} catch\(err\) \{\n      \1 = \2;\n    \}/g;
-const promisingCount = [...js.matchAll(promisingTry)].length;
+let promisingCount = 0;
+js = js.replace(promisingTry, (_, name, fn) => {
+  promisingCount += 1;
+  return `    ${name} = _promisingOr(${fn});`;
+});
 if (promisingCount === 0) throw new Error('jco output changed: no WebAssembly.promising try/catch found; update scripts/build.mjs');
-js = js.replace(promisingTry, '    $1 = _promisingOr($2);');
 if (js.includes('WebAssembly.promising(')) throw new Error('jco output calls WebAssembly.promising elsewhere; update scripts/build.mjs');
 const generatorStart = '  let gen= (function* _initGenerator () {\n';
 if (!js.includes(generatorStart)) throw new Error('jco output changed: _initGenerator not found; update scripts/build.mjs');

@@ -122,11 +122,29 @@ def test_bad_code_is_compiled_again_and_the_cache_replaced(
         _runtime.Runtime(TINY)
 
 
-def test_no_cache_compiles_every_time_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_runtime, "_PACKAGE_DIR", tmp_path)
-    monkeypatch.setenv("TOOLGATE_CACHE_DIR", "off")
+@pytest.mark.parametrize("setting", ["off", "0", ""])
+def test_no_cache_compiles_every_time_and_writes_nothing(
+    setting: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package, home = tmp_path / "package", tmp_path / "xdg"
+    package.mkdir()
+    monkeypatch.setattr(_runtime, "_PACKAGE_DIR", package)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    monkeypatch.delenv("TOOLGATE_CACHE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # a setting taken for a relative path would write here
+    _runtime.Runtime(TINY)  # the default cache: $XDG_CACHE_HOME/toolgate
+    default = home / "toolgate" / _code_name()
+    assert default.is_file()
+    monkeypatch.setenv("TOOLGATE_CACHE_DIR", setting)
+    with monkeypatch.context() as m:
+        _forbid_compiling(m)
+        with pytest.raises(AssertionError, match="compiled the component"):
+            _runtime.Runtime(TINY)  # the default cache's code is not used either
+    inode = default.stat().st_ino
     _runtime.Runtime(TINY)
-    assert list(tmp_path.iterdir()) == []
+    assert default.stat().st_ino == inode and sorted(p.name for p in home.rglob("*")) == ["toolgate", default.name]
+    assert list(package.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["package", "xdg"]
 
 
 # -- the wasmtime version -------------------------------------------------------
