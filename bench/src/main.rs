@@ -477,7 +477,11 @@ fn main() -> Result<(), Error> {
         .map(String::as_str);
     match args.first().map(String::as_str) {
         Some("gen") => {
-            let dir = args.get(1).ok_or("usage: bench gen DIR")?;
+            // A flag (`bench gen --help`) is not a directory to write into.
+            let dir = args
+                .get(1)
+                .filter(|dir| !dir.starts_with('-'))
+                .ok_or("usage: bench gen DIR")?;
             workload::write(std::path::Path::new(dir), &workload::SCALES)?;
             Ok(())
         }

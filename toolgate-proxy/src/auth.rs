@@ -535,7 +535,7 @@ mod tests {
             base: Context::default(),
         };
         let auth = Arc::new(
-            Authenticator::new(settings, crate::outbound::client(None).unwrap())
+            Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
                 .await
                 .unwrap(),
         );

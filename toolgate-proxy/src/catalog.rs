@@ -131,7 +131,7 @@ pub fn read_live(
         .build()
         .map_err(ProxyError::Runtime)?;
     runtime.block_on(async {
-        let client = crate::outbound::client(None)?;
+        let client = crate::outbound::client(None, None)?;
         let Some(spec) = named_upstream(url, command, &client, &[], None)? else {
             return Ok(None);
         };

@@ -131,6 +131,15 @@ pub struct ProxyArgs {
     /// the platform's).
     #[arg(long, value_name = "FILE")]
     pub upstream_ca: Option<PathBuf>,
+    /// Mutual TLS: the certificate chain (PEM, leaf first) the gateway
+    /// presents to an https:// upstream that asks for a client
+    /// certificate. With --upstream-key.
+    #[arg(long, value_name = "FILE", requires_all = ["upstream", "upstream_key"])]
+    pub upstream_cert: Option<PathBuf>,
+    /// Mutual TLS: the private key (PEM) of --upstream-cert; may be the same
+    /// file.
+    #[arg(long, value_name = "FILE", requires = "upstream_cert")]
+    pub upstream_key: Option<PathBuf>,
     /// A header sent with every request to the upstream, `'Name: value'`;
     /// a value written `${VAR}` is read from the environment. Repeatable.
     /// Values are never printed.
@@ -418,11 +427,31 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     if let Some(addr) = &args.listen {
         check_exposure(&args, addr).await?;
     }
-    let client = outbound::client(args.upstream_ca.as_deref())?;
+    let identity = match (&args.upstream_cert, &args.upstream_key) {
+        (Some(cert), Some(key)) => Some(outbound::ClientCertificate { cert, key }),
+        _ => None,
+    };
+    // A client certificate only means something over TLS: with an http://
+    // upstream it would never be sent, and the operator would believe the
+    // upstream knows who calls.
+    if identity.is_some() && !args.upstream.as_deref().is_some_and(|u| u.starts_with("https://")) {
+        return Err(ProxyError::Usage(
+            "--upstream-cert: the upstream is not https://, so no client certificate would be sent".into(),
+        ));
+    }
+    let upstream_client = outbound::client(args.upstream_ca.as_deref(), identity)?;
     let sealing = sealing(&args).await?;
-    let config = Arc::new(config(&args, sealing, &client)?);
+    let config = Arc::new(config(&args, sealing, &upstream_client)?);
     let auth = match args.auth {
-        AuthArg::Jwt => Some(Arc::new(authenticator(&args, &config, &client).await?)),
+        AuthArg::Jwt => {
+            // The issuer's JWKS is fetched without the upstream's client
+            // certificate: that identity is the upstream's business alone.
+            let jwks_client = match identity {
+                Some(_) => outbound::client(args.upstream_ca.as_deref(), None)?,
+                None => upstream_client.clone(),
+            };
+            Some(Arc::new(authenticator(&args, &config, &jwks_client).await?))
+        }
         AuthArg::None => None,
     };
     if let (true, Some(path)) = (args.watch, &args.policy) {

@@ -1,7 +1,9 @@
 //! What the gateway talks to over HTTP: the upstream MCP server
 //! (`--upstream http(s)://…`) and the issuer's JWKS. One `reqwest` client
 //! with rustls (the `ring` provider), the platform's trust roots plus
-//! `--upstream-ca`; the upstream's own headers and bearer token.
+//! `--upstream-ca`; the certificate the gateway presents when the upstream
+//! asks for one (`--upstream-cert`, `--upstream-key`: mutual TLS); the
+//! upstream's own headers and bearer token.
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use std::collections::HashMap;
@@ -9,18 +11,29 @@ use std::path::Path;
 
 use crate::ProxyError;
 
-/// The HTTP client both the upstream transport and the JWKS fetches use.
-/// `ca`: extra PEM roots trusted beside the platform's.
-pub fn client(ca: Option<&Path>) -> Result<reqwest::Client, ProxyError> {
+/// `--upstream-cert` and `--upstream-key`: the certificate chain (leaf
+/// first) and its private key, PEM, that the gateway shows an upstream
+/// asking for a client certificate. They may name the same file.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientCertificate<'a> {
+    pub cert: &'a Path,
+    pub key: &'a Path,
+}
+
+/// An HTTP client: the upstream transport's (with `identity` when mutual TLS
+/// is configured) or the JWKS fetches' (never with it: the client
+/// certificate is for the upstream alone). `ca`: extra PEM roots trusted
+/// beside the platform's, for both.
+pub fn client(ca: Option<&Path>, identity: Option<ClientCertificate<'_>>) -> Result<reqwest::Client, ProxyError> {
     // reqwest is built without a bundled provider; rustls needs one chosen
     // once per process (a second install is refused and harmless).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder();
+    if let Some(identity) = identity {
+        builder = builder.identity(client_identity(identity)?);
+    }
     if let Some(path) = ca {
-        let pem = std::fs::read(path).map_err(|source| ProxyError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let pem = read_file(path)?;
         let roots = reqwest::Certificate::from_pem_bundle(&pem)
             .map_err(|e| ProxyError::Usage(format!("--upstream-ca {}: {e}", path.display())))?;
         if roots.is_empty() {
@@ -34,6 +47,70 @@ pub fn client(ca: Option<&Path>) -> Result<reqwest::Client, ProxyError> {
     builder
         .build()
         .map_err(|e| ProxyError::Usage(format!("the HTTP client could not be set up: {}", error_chain(&e))))
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, ProxyError> {
+    std::fs::read(path).map_err(|source| ProxyError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Reads and checks the pair at start-up, so that a wrong file is a usage
+/// error naming it, not a TLS failure at the first upstream request: the
+/// chain holds a certificate, the key file a private key of a type rustls
+/// signs with, and that key belongs to the chain's first certificate.
+fn client_identity(files: ClientCertificate<'_>) -> Result<reqwest::Identity, ProxyError> {
+    use base64::Engine as _;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let cert_flag = format!("--upstream-cert {}", files.cert.display());
+    let key_flag = format!("--upstream-key {}", files.key.display());
+    let chain = CertificateDer::pem_slice_iter(&read_file(files.cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ProxyError::Usage(format!("{cert_flag}: not readable as PEM: {e}")))?;
+    if chain.is_empty() {
+        return Err(ProxyError::Usage(format!(
+            "{cert_flag}: no PEM certificate in the file"
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&read_file(files.key)?)
+        .map_err(|e| ProxyError::Usage(format!("{key_flag}: no PEM private key in the file ({e})")))?;
+    let label = match &key {
+        PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
+        PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
+        _ => "PRIVATE KEY",
+    };
+    let provider = rustls::crypto::ring::default_provider();
+    let signing = provider
+        .key_provider
+        .load_private_key(key.clone_key())
+        .map_err(|e| ProxyError::Usage(format!("{key_flag}: the key cannot sign TLS handshakes: {e}")))?;
+    rustls::sign::CertifiedKey::new(chain.clone(), signing)
+        .keys_match()
+        .map_err(|e| {
+            ProxyError::Usage(format!(
+                "{key_flag} is not the key of the first certificate in {cert_flag}: {e}"
+            ))
+        })?;
+    // reqwest takes the pair as one PEM text. Written anew from what was
+    // read, so that other sections of the files (a key file's `EC
+    // PARAMETERS`, a combined file's certificate) do not reach its parser.
+    let base64 = base64::engine::general_purpose::STANDARD;
+    let mut pem = String::new();
+    let sections = chain
+        .iter()
+        .map(|cert| ("CERTIFICATE", cert.as_ref()))
+        .chain([(label, key.secret_der())]);
+    for (label, der) in sections {
+        pem.push_str(&format!(
+            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+            base64.encode(der)
+        ));
+    }
+    reqwest::Identity::from_pem(pem.as_bytes())
+        .map_err(|e| ProxyError::Usage(format!("{cert_flag} / {key_flag}: {}", error_chain(&e))))
 }
 
 /// `--upstream-header 'Name: value'`: a value written `${VAR}` is read from
@@ -127,6 +204,47 @@ mod tests {
         let path = std::env::var("PATH").unwrap();
         let got = headers(&["X-Path: ${PATH}".into()]).unwrap();
         assert_eq!(got[&HeaderName::from_static("x-path")], path.as_str());
+    }
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/mtls")
+            .join(name)
+    }
+
+    fn with_identity(cert: &str, key: &str) -> Result<reqwest::Client, String> {
+        let (cert, key) = (fixture(cert), fixture(key));
+        client(None, Some(ClientCertificate { cert: &cert, key: &key })).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_client_certificate_and_its_key_make_a_client() {
+        with_identity("client.pem", "client-key.pem").unwrap();
+        // One file holding both, and a key file led by `EC PARAMETERS`
+        // (what `openssl ecparam -genkey` writes).
+        with_identity("client-combined.pem", "client-combined.pem").unwrap();
+        with_identity("client.pem", "client-key-with-params.pem").unwrap();
+    }
+
+    #[test]
+    fn a_wrong_certificate_or_key_file_is_a_usage_error_naming_it() {
+        let err = with_identity("client-key.pem", "client-key.pem").unwrap_err();
+        assert!(
+            err.contains("--upstream-cert") && err.contains("no PEM certificate"),
+            "{err}"
+        );
+        let err = with_identity("client.pem", "client.pem").unwrap_err();
+        assert!(
+            err.contains("--upstream-key") && err.contains("no PEM private key"),
+            "{err}"
+        );
+        let err = with_identity("client.pem", "other-key.pem").unwrap_err();
+        assert!(
+            err.contains("other-key.pem is not the key of the first certificate in --upstream-cert"),
+            "{err}"
+        );
+        let err = with_identity("client.pem", "missing.pem").unwrap_err();
+        assert!(err.contains("missing.pem"), "{err}");
     }
 
     #[test]

@@ -132,7 +132,7 @@ async fn token_validation(iterations: u64, decide_ns: f64) -> Result<(), String>
         metadata_url: format!("{AUDIENCE}/.well-known/oauth-protected-resource"),
         base: Context::from_flags(Surface::Confirming, Some("user"), None),
     };
-    let client = toolgate_proxy::outbound::client(None).map_err(|e| e.to_string())?;
+    let client = toolgate_proxy::outbound::client(None, None).map_err(|e| e.to_string())?;
     let auth = Authenticator::new(settings, client).await?;
     let _ = std::fs::remove_dir_all(&dir);
     let now = SystemTime::now()
@@ -316,7 +316,7 @@ const WARM_UP_CALLS: usize = 20;
 /// all, or (0) each session's next call as soon as the last is answered.
 async fn listen_latency(sessions: u64, calls: u64, rate: u64) -> Result<(), String> {
     let upstream = serve_upstream_http().await?;
-    let http = toolgate_proxy::outbound::client(None).map_err(|e| e.to_string())?;
+    let http = toolgate_proxy::outbound::client(None, None).map_err(|e| e.to_string())?;
     let direct = load(&http, &upstream, sessions, calls, rate).await?;
     let (gateway, dir) = start_gateway(&http, &upstream).await?;
     let through = load(&http, &gateway, sessions, calls, rate).await;

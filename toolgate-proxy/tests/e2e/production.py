@@ -174,21 +174,32 @@ def make_ca(name):
 
 
 def make_server_cert(ca_key, ca_cert):
+    return make_leaf_cert(ca_key, ca_cert, "localhost", ExtendedKeyUsageOID.SERVER_AUTH)
+
+
+def make_client_cert(ca_key, ca_cert):
+    return make_leaf_cert(ca_key, ca_cert, "toolgate gateway", ExtendedKeyUsageOID.CLIENT_AUTH)
+
+
+def make_leaf_cert(ca_key, ca_cert, name, usage):
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
+    )
+    if usage == ExtendedKeyUsageOID.SERVER_AUTH:
+        builder = builder.add_extension(
             x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False,
         )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    cert = (
+        builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -203,7 +214,7 @@ def make_server_cert(ca_key, ca_cert):
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -1139,6 +1150,104 @@ async def tls_upstream():
     upstream.terminate()
 
 
+async def mtls_upstream():
+    """An upstream that requires a client certificate (mutual TLS): the gateway
+    presents --upstream-cert / --upstream-key; without them, or with a
+    certificate the upstream's CA did not issue, nothing reaches it."""
+    ca_key, ca_cert = make_ca("toolgate e2e mTLS CA")
+    other_key, other_ca = make_ca("an unrelated CA")
+    leaf_key, leaf_cert = make_server_cert(ca_key, ca_cert)
+    client_key, client_cert = make_client_cert(ca_key, ca_cert)
+    stranger_key, stranger_cert = make_client_cert(other_key, other_ca)
+    files = {n: TMP / f"mtls-{n}.pem" for n in ("ca", "server", "server-key", "client", "client-key", "stranger")}
+    write_pem(files["ca"], cert=ca_cert)
+    write_pem(files["server"], cert=leaf_cert)
+    write_pem(files["server-key"], key=leaf_key)
+    write_pem(files["client"], cert=client_cert)
+    write_pem(files["client-key"], key=client_key)
+    write_pem(files["stranger"], cert=stranger_cert, key=stranger_key)
+    log = TMP / "mtls-upstream.jsonl"
+    port = free_port()
+    upstream = subprocess.Popen(
+        upstream_cmd(
+            log,
+            TMP / "notes-mtls",
+            *("--http", port, "--certfile", files["server"], "--keyfile", files["server-key"]),
+            *("--client-ca", files["ca"]),
+        ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(TMP / "mtls-upstream.stderr", "wb"),
+    )
+    PROCS.append(upstream)
+    wait_port(port, 20)
+    url = f"https://127.0.0.1:{port}/mcp"
+
+    gw = Gateway(
+        "mtls",
+        *("--upstream", url, "--upstream-ca", files["ca"]),
+        *("--upstream-cert", files["client"], "--upstream-key", files["client-key"]),
+    )
+    try:
+        async with mcp_client(gw.url) as c:
+            names = tool_names(await c.list_tools())
+            r = await c.call_tool("read_note", {"name": "over-mtls"})
+        ok, detail = True, names
+    except Exception as e:
+        ok, detail, names, r = False, error_text(e), [], None
+    check("mTLS upstream with --upstream-cert/--upstream-key: tools/list through the gateway", ok and "read_note" in names, detail)
+    check(
+        "...a read call runs on the upstream",
+        r is not None and blocked_code(r) is None and ran(log, "read_note", name="over-mtls"),
+        r,
+    )
+    gw.stop()
+
+    # No client certificate, or one from another CA: the handshake fails and
+    # nothing reaches the upstream's MCP server.
+    for label, flags in (
+        ("no client certificate", ()),
+        ("a client certificate the upstream's CA did not issue", ("--upstream-cert", files["stranger"], "--upstream-key", files["stranger"])),
+    ):
+        seen = len(log_entries(log))
+        bad = Gateway("mtls-" + label.split()[0], "--upstream", url, "--upstream-ca", files["ca"], *flags)
+        try:
+            async with mcp_client(bad.url, mode="legacy") as c:
+                await c.list_tools()
+            outcome = "connected"
+        except Exception as e:
+            outcome = error_text(e)
+        check(f"mTLS upstream, {label}: the client's initialize fails", outcome != "connected", outcome)
+        check(
+            f"...nothing of it reached the upstream ({label})",
+            len(log_entries(log)) == seen,
+            log_entries(log)[seen:],
+        )
+        bad.stop()
+    upstream.terminate()
+
+    # Start-up refusals, exit 64 naming the flag: a client certificate for an
+    # http:// upstream (it would never be sent), a key that is not the
+    # certificate's.
+    for label, argv, needle in (
+        (
+            "--upstream-cert with an http:// upstream",
+            ["--upstream", f"http://127.0.0.1:{port}/mcp", "--upstream-cert", files["client"], "--upstream-key", files["client-key"]],
+            "not https://",
+        ),
+        (
+            "--upstream-key that is not the certificate's",
+            ["--upstream", url, "--upstream-cert", files["client"], "--upstream-key", files["stranger"]],
+            "is not the key of the first certificate",
+        ),
+    ):
+        code, err = exits([PROXY, "--listen", f"127.0.0.1:{free_port()}", *map(str, argv)])
+        check(f"{label}: refused at start, exit 64", code == 64, (code, err[-300:]))
+        check(f"...the message says why ({needle!r})", needle in err, err[-300:])
+    code, err = exits([PROXY, "--listen", f"127.0.0.1:{free_port()}", "--upstream", url, "--upstream-cert", files["client"]])
+    check("--upstream-cert without --upstream-key: a usage error naming --upstream-key", code == 64 and "--upstream-key" in err, (code, err[-300:]))
+
+
 # ---------------------------------------------------------------------------
 # 7. --watch: good edits apply to the next call, a bad one keeps the rules.
 
@@ -1469,7 +1578,7 @@ async def main():
     help_text = subprocess.run([PROXY, "--help"], capture_output=True, text=True).stdout
     missing = [
         f
-        for f in ("--auth", "--jwks", "--watch", "--mode", "--metrics", "--upstream-ca", "--insecure-listen")
+        for f in ("--auth", "--jwks", "--watch", "--mode", "--metrics", "--upstream-ca", "--upstream-cert", "--insecure-listen")
         if f not in help_text
     ]
     check("the binary has the production flags", not missing, missing)
@@ -1485,6 +1594,7 @@ async def main():
         await section("inbound auth", inbound_auth(auth_server))
         refetched_at = b and await section("JWKS URL: unknown kid", jwks_url_unknown(auth_server, *b))
         await section("TLS upstream", tls_upstream())
+        await section("mutual TLS upstream", mtls_upstream())
         await section("shadow", shadow())
         await section("watch", watch())
         if refetched_at:

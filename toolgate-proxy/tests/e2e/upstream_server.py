@@ -7,8 +7,9 @@ are logged too (never anything else).
 Usage:
   upstream_server.py --log FILE --notes DIR [--start-delay SECS]
       (stdio)
-  upstream_server.py --log FILE --notes DIR --http PORT --certfile PEM --keyfile PEM
-      (Streamable HTTP over TLS at https://127.0.0.1:PORT/mcp)
+  upstream_server.py --log FILE --notes DIR --http PORT --certfile PEM --keyfile PEM [--client-ca PEM]
+      (Streamable HTTP over TLS at https://127.0.0.1:PORT/mcp; with --client-ca,
+      a client certificate that CA issued is required: mutual TLS)
 
 `--start-delay` (or env UPSTREAM_START_DELAY) waits that long before serving,
 so a gateway's readiness can be seen before its catalog is loaded.
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import ssl
 import sys
 import time
 from pathlib import Path
@@ -37,6 +39,7 @@ def main():
     parser.add_argument("--http", type=int)
     parser.add_argument("--certfile")
     parser.add_argument("--keyfile")
+    parser.add_argument("--client-ca")
     args = parser.parse_args()
     log_path = Path(args.log)
     notes = Path(args.notes)
@@ -111,6 +114,8 @@ def main():
         port=args.http,
         ssl_certfile=args.certfile,
         ssl_keyfile=args.keyfile,
+        ssl_ca_certs=args.client_ca,
+        ssl_cert_reqs=ssl.CERT_REQUIRED if args.client_ca else ssl.CERT_NONE,
         log_level="warning",
         lifespan="on",
     )
