@@ -3,11 +3,20 @@
 //! sees the request; its scopes become that caller's decision context and
 //! its subject goes into audit lines and confirmation seals.
 //!
-//! Tokens are checked by `jsonwebtoken`: only asymmetric algorithms (a key
-//! published in a JWKS can never be used as an HMAC secret, and `none` does
-//! not parse), the key's own `alg`/`crv`/`use` must agree with the token's
-//! header, and `iss`, `aud` and `exp` are required, `nbf` honoured, with a
-//! small clock-skew allowance.
+//! `--auth jwt`: tokens are checked by `jsonwebtoken`: only asymmetric
+//! algorithms (a key published in a JWKS can never be used as an HMAC
+//! secret, and `none` does not parse), the key's own `alg`/`crv`/`use` must
+//! agree with the token's header, and `iss`, `aud` and `exp` are required,
+//! `nbf` honoured, with a small clock-skew allowance.
+//!
+//! `--auth introspection`: opaque tokens are asked about at the
+//! authorization server's RFC 7662 endpoint (the gateway authenticates there
+//! with its client id and secret). The answer must say `active`, carry this
+//! resource's `aud` and a `sub`; `iss`, `exp` and `nbf` are checked when
+//! stated. An endpoint that cannot answer refuses the request (503): no
+//! token is taken on trust. An active answer is trusted for
+//! `--introspection-cache` seconds at most (and never past its `exp`): that
+//! is how long a revoked token may still be served.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -88,6 +97,81 @@ pub enum Refusal {
     Invalid(String),
     /// A good token without a scope every request needs: 403.
     InsufficientScope,
+    /// The token could not be checked (the introspection endpoint did not
+    /// answer, or not as RFC 7662 says): 503, and the request goes no further.
+    Unavailable(String),
+}
+
+/// How tokens are checked.
+#[derive(Debug, Clone)]
+pub enum TokenCheck {
+    /// Signed JWTs, against the issuer's published keys.
+    Jwt(JwksSource),
+    /// Any token, by asking the authorization server (RFC 7662).
+    Introspection(Introspection),
+}
+
+/// `--introspection-url`, the gateway's client credentials there, and how
+/// long an active answer is trusted.
+#[derive(Clone)]
+pub struct Introspection {
+    pub url: String,
+    pub client_id: String,
+    pub client_secret: String,
+    pub trust_for: Duration,
+}
+
+impl std::fmt::Debug for Introspection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("Introspection")
+            .field("url", &self.url)
+            .field("client_id", &self.client_id)
+            .field("trust_for", &self.trust_for)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a checked token grants, whichever way it was checked.
+struct Granted {
+    subject: Option<String>,
+    scopes: Vec<String>,
+    /// Until when (Unix seconds) the answer may be reused.
+    until: u64,
+}
+
+/// The RFC 7662 §2.2 members the gateway reads.
+#[derive(Deserialize)]
+struct Introspected {
+    active: bool,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    sub: Option<String>,
+    #[serde(default)]
+    aud: Option<Audience>,
+    #[serde(default)]
+    iss: Option<String>,
+    #[serde(default)]
+    exp: Option<u64>,
+    #[serde(default)]
+    nbf: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Audience {
+    fn names(&self, audience: &str) -> bool {
+        match self {
+            Audience::One(one) => one == audience,
+            Audience::Many(many) => many.iter().any(|a| a == audience),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -96,16 +180,28 @@ struct Keys {
     fetched: Option<Instant>,
 }
 
+/// The JWKS and its cache (`--auth jwt`).
+#[derive(Debug)]
+struct JwtCheck {
+    source: JwksSource,
+    keys: tokio::sync::RwLock<Keys>,
+    /// Serializes refetches, so concurrent unknown-`kid` requests fetch once.
+    refetch: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug)]
+enum Check {
+    Jwt(JwtCheck),
+    Introspection(Introspection),
+}
+
 /// The resource server's settings and its JWKS cache.
 #[derive(Debug)]
 pub struct Authenticator {
     issuer: String,
     audience: String,
-    source: JwksSource,
+    check: Check,
     client: reqwest::Client,
-    keys: tokio::sync::RwLock<Keys>,
-    /// Serializes refetches, so concurrent unknown-`kid` requests fetch once.
-    refetch: tokio::sync::Mutex<()>,
     /// Scopes every request needs (`--require-scope`).
     pub required_scopes: Vec<String>,
     /// The protected resource's identifier (`--resource`).
@@ -116,15 +212,18 @@ pub struct Authenticator {
     base: Context,
     /// Tokens already checked, until they expire: a client sends the same
     /// token on every request of a session, and checking a signature costs
-    /// 100-200 µs. Emptied whenever the JWKS is fetched again (a key the
-    /// issuer withdrew stops vouching for tokens at once).
+    /// 100-200 µs (an introspection, a round trip). Emptied whenever the
+    /// JWKS is fetched again (a key the issuer withdrew stops vouching for
+    /// tokens at once); an introspected token stays at most
+    /// `Introspection::trust_for`.
     verified: std::sync::Mutex<HashMap<String, Verified>>,
 }
 
 #[derive(Debug)]
 struct Verified {
     caller: Arc<Caller>,
-    /// The token's `exp` (Unix seconds), without the leeway.
+    /// The token's `exp` (Unix seconds), without the leeway; for an
+    /// introspected token, sooner when the answer's trust runs out first.
     expires: u64,
 }
 
@@ -155,7 +254,7 @@ enum Scp {
 pub struct AuthSettings {
     pub issuer: String,
     pub audience: String,
-    pub source: JwksSource,
+    pub check: TokenCheck,
     pub required_scopes: Vec<String>,
     pub resource: String,
     pub metadata_url: String,
@@ -164,19 +263,28 @@ pub struct AuthSettings {
 
 impl Authenticator {
     /// Loads the JWKS once now: a gateway that cannot check tokens does not
-    /// start.
+    /// start. (An introspection endpoint is asked nothing until a token
+    /// comes: there is no request to make without one.)
     pub async fn new(settings: AuthSettings, client: reqwest::Client) -> Result<Authenticator, String> {
-        let set = fetch(&settings.source, &client).await?;
+        let check = match settings.check {
+            TokenCheck::Jwt(source) => {
+                let set = fetch(&source, &client).await?;
+                Check::Jwt(JwtCheck {
+                    source,
+                    keys: tokio::sync::RwLock::new(Keys {
+                        set,
+                        fetched: Some(Instant::now()),
+                    }),
+                    refetch: tokio::sync::Mutex::new(()),
+                })
+            }
+            TokenCheck::Introspection(introspection) => Check::Introspection(introspection),
+        };
         Ok(Authenticator {
             issuer: settings.issuer,
             audience: settings.audience,
-            source: settings.source,
+            check,
             client,
-            keys: tokio::sync::RwLock::new(Keys {
-                set,
-                fetched: Some(Instant::now()),
-            }),
-            refetch: tokio::sync::Mutex::new(()),
             required_scopes: settings.required_scopes,
             resource: settings.resource,
             metadata_url: settings.metadata_url,
@@ -192,36 +300,104 @@ impl Authenticator {
         if let Some(caller) = self.already_verified(token, now) {
             return Ok(caller);
         }
+        let granted = match &self.check {
+            Check::Jwt(jwt) => self.verify_jwt(jwt, token).await?,
+            Check::Introspection(introspection) => self.introspect(introspection, token, now).await?,
+        };
+        let subject = granted
+            .subject
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("the token names no subject (sub)".into()))?;
+        if !self.required_scopes.iter().all(|s| granted.scopes.contains(s)) {
+            return Err(Refusal::InsufficientScope);
+        }
+        let context = Context {
+            scopes: Some(granted.scopes),
+            ..self.base.clone()
+        };
+        let caller = Arc::new(Caller::new(subject, context));
+        self.remember(token, &caller, granted.until, now);
+        Ok(caller)
+    }
+
+    async fn verify_jwt(&self, jwt: &JwtCheck, token: &str) -> Result<Granted, Refusal> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("unreadable token: {e}")))?;
         if !ALGORITHMS.contains(&header.alg) {
             return Err(invalid(format!("algorithm {:?} is not accepted", header.alg)));
         }
-        let key = match self.key_for(header.kid.as_deref(), header.alg).await {
+        let key = match jwt.key_for(header.kid.as_deref(), header.alg).await {
             Some(key) => key,
             None => {
-                self.refetch_if_due().await;
-                self.key_for(header.kid.as_deref(), header.alg)
+                self.refetch_if_due(jwt).await;
+                jwt.key_for(header.kid.as_deref(), header.alg)
                     .await
                     .ok_or_else(|| invalid("no key of the issuer matches the token's kid and algorithm".into()))?
             }
         };
         let claims = self.check(token, header.alg, &key)?;
-        let expires = claims.exp;
-        let subject = claims
-            .sub
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| invalid("the token names no subject (sub)".into()))?;
-        let scopes = granted_scopes(claims.scope, claims.scp);
-        if !self.required_scopes.iter().all(|s| scopes.contains(s)) {
-            return Err(Refusal::InsufficientScope);
+        Ok(Granted {
+            subject: claims.sub,
+            scopes: granted_scopes(claims.scope, claims.scp),
+            until: claims.exp,
+        })
+    }
+
+    /// Asks the authorization server about `token` (RFC 7662 §2.1, the
+    /// client authenticated with HTTP Basic).
+    async fn introspect(&self, settings: &Introspection, token: &str, now: u64) -> Result<Granted, Refusal> {
+        let endpoint = crate::outbound::host_of(&settings.url);
+        let unavailable = |why: String| Refusal::Unavailable(format!("the introspection endpoint {endpoint}: {why}"));
+        // Its own statement: the serializer is not `Send`, and a temporary
+        // of the request's statement would live across its `.await`.
+        let form = form_urlencoded::Serializer::new(String::new())
+            .append_pair("token", token)
+            .append_pair("token_type_hint", "access_token")
+            .finish();
+        let response = self
+            .client
+            .post(&settings.url)
+            .basic_auth(&settings.client_id, Some(&settings.client_secret))
+            .header(header::ACCEPT, "application/json")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(form)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| unavailable(crate::outbound::error_chain(&e)))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(unavailable(format!("HTTP {status}")));
         }
-        let context = Context {
-            scopes: Some(scopes),
-            ..self.base.clone()
-        };
-        let caller = Arc::new(Caller::new(subject, context));
-        self.remember(token, &caller, expires, now);
-        Ok(caller)
+        let answer: Introspected = response
+            .json()
+            .await
+            .map_err(|e| unavailable(format!("not an introspection response: {e}")))?;
+        self.judge(answer, settings.trust_for, now)
+    }
+
+    /// An introspection answer, checked as a JWT's claims are.
+    fn judge(&self, answer: Introspected, trust_for: Duration, now: u64) -> Result<Granted, Refusal> {
+        if !answer.active {
+            return Err(invalid("the token is not active".into()));
+        }
+        if answer.iss.as_ref().is_some_and(|iss| *iss != self.issuer) {
+            return Err(invalid("the token was issued by another issuer (iss)".into()));
+        }
+        if !answer.aud.as_ref().is_some_and(|aud| aud.names(&self.audience)) {
+            return Err(invalid("the token is not for this resource (aud)".into()));
+        }
+        if answer.exp.is_some_and(|exp| now >= exp.saturating_add(LEEWAY_SECS)) {
+            return Err(invalid("the token has expired (exp)".into()));
+        }
+        if answer.nbf.is_some_and(|nbf| nbf > now.saturating_add(LEEWAY_SECS)) {
+            return Err(invalid("the token is not valid yet (nbf)".into()));
+        }
+        let trusted_until = now.saturating_add(trust_for.as_secs());
+        Ok(Granted {
+            subject: answer.sub,
+            scopes: granted_scopes(answer.scope, None),
+            until: answer.exp.map_or(trusted_until, |exp| exp.min(trusted_until)),
+        })
     }
 
     fn verified(&self) -> std::sync::MutexGuard<'_, HashMap<String, Verified>> {
@@ -273,31 +449,9 @@ impl Authenticator {
             .map_err(|e| invalid(format!("the token was refused: {e}")))
     }
 
-    async fn key_for(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
-        let keys = self.keys.read().await;
-        let usable = |jwk: &&Jwk| fits(jwk, alg);
-        let jwk = match kid {
-            Some(kid) => keys
-                .set
-                .keys
-                .iter()
-                .filter(usable)
-                .find(|k| k.common.key_id.as_deref() == Some(kid)),
-            // No kid: only an unambiguous key will do.
-            None => {
-                let mut candidates = keys.set.keys.iter().filter(usable);
-                match (candidates.next(), candidates.next()) {
-                    (Some(only), None) => Some(only),
-                    _ => None,
-                }
-            }
-        }?;
-        DecodingKey::from_jwk(jwk).ok()
-    }
-
-    async fn refetch_if_due(&self) {
-        let _one_at_a_time = self.refetch.lock().await;
-        let due = self
+    async fn refetch_if_due(&self, jwt: &JwtCheck) {
+        let _one_at_a_time = jwt.refetch.lock().await;
+        let due = jwt
             .keys
             .read()
             .await
@@ -306,8 +460,8 @@ impl Authenticator {
         if !due {
             return;
         }
-        let fetched = fetch(&self.source, &self.client).await;
-        let mut keys = self.keys.write().await;
+        let fetched = fetch(&jwt.source, &self.client).await;
+        let mut keys = jwt.keys.write().await;
         keys.fetched = Some(Instant::now());
         match fetched {
             Ok(set) => {
@@ -366,12 +520,48 @@ impl Authenticator {
                     json!({"error": "insufficient_scope", "error_description": format!("the token lacks a required scope: {scope}")}),
                 )
             }
+            // Not the token's fault, so no `invalid_token`: the client may
+            // retry the same token.
+            Refusal::Unavailable(why) => {
+                let mut response = crate::http::json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &json!({"error": "temporarily_unavailable", "error_description": why}),
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                return response;
+            }
         };
         let mut response = crate::http::json(status, &body);
         if let Ok(value) = HeaderValue::from_str(&challenge) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
         }
         response
+    }
+}
+
+impl JwtCheck {
+    async fn key_for(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+        let keys = self.keys.read().await;
+        let usable = |jwk: &&Jwk| fits(jwk, alg);
+        let jwk = match kid {
+            Some(kid) => keys
+                .set
+                .keys
+                .iter()
+                .filter(usable)
+                .find(|k| k.common.key_id.as_deref() == Some(kid)),
+            // No kid: only an unambiguous key will do.
+            None => {
+                let mut candidates = keys.set.keys.iter().filter(usable);
+                match (candidates.next(), candidates.next()) {
+                    (Some(only), None) => Some(only),
+                    _ => None,
+                }
+            }
+        }?;
+        DecodingKey::from_jwk(jwk).ok()
     }
 }
 
@@ -528,7 +718,7 @@ mod tests {
         let settings = AuthSettings {
             issuer: "https://issuer.example".into(),
             audience: "toolgate".into(),
-            source: JwksSource::File(jwks),
+            check: TokenCheck::Jwt(JwksSource::File(jwks)),
             required_scopes: Vec::new(),
             resource: "http://127.0.0.1/mcp".into(),
             metadata_url: "http://127.0.0.1/.well-known/oauth-protected-resource/mcp".into(),
@@ -575,6 +765,93 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
         assert_eq!(answers.matches("HTTP/1.1 401").count(), 2, "{answers}");
         assert!(!answers.to_ascii_lowercase().contains("connection: close"), "{answers}");
+    }
+
+    async fn introspecting() -> Authenticator {
+        let settings = AuthSettings {
+            issuer: "https://issuer.example".into(),
+            audience: "https://gateway.example/mcp".into(),
+            check: TokenCheck::Introspection(Introspection {
+                url: "http://127.0.0.1:9/introspect".into(),
+                client_id: "gateway".into(),
+                client_secret: "s3cret".into(),
+                trust_for: Duration::from_secs(60),
+            }),
+            required_scopes: Vec::new(),
+            resource: "https://gateway.example/mcp".into(),
+            metadata_url: "https://gateway.example/.well-known/oauth-protected-resource/mcp".into(),
+            base: Context::default(),
+        };
+        Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
+            .await
+            .unwrap()
+    }
+
+    fn answer(value: serde_json::Value) -> Introspected {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_introspection_answer_is_checked_like_a_tokens_claims() {
+        let auth = introspecting().await;
+        let now = 1_000_000;
+        let aud = "https://gateway.example/mcp";
+        let good = json!({"active": true, "sub": "ana", "scope": "b a", "aud": aud,
+                          "iss": "https://issuer.example", "exp": now + 600});
+        let granted = auth.judge(answer(good.clone()), Duration::from_secs(60), now).unwrap();
+        assert_eq!(granted.subject.as_deref(), Some("ana"));
+        assert_eq!(granted.scopes, vec!["a", "b"]);
+        // Trusted for the cache time, never past `exp`.
+        assert_eq!(granted.until, now + 60);
+        let mut soon = good.clone();
+        soon["exp"] = json!(now + 5);
+        assert_eq!(
+            auth.judge(answer(soon), Duration::from_secs(60), now).unwrap().until,
+            now + 5
+        );
+        let mut many = good.clone();
+        many["aud"] = json!(["other", aud]);
+        assert!(auth.judge(answer(many), Duration::from_secs(60), now).is_ok());
+
+        let refused = |change: &dyn Fn(&mut serde_json::Value)| {
+            let mut value = good.clone();
+            change(&mut value);
+            match auth.judge(answer(value), Duration::from_secs(60), now) {
+                Err(Refusal::Invalid(why)) => why,
+                other => panic!("not refused as invalid: {:?}", other.map(|g| g.subject)),
+            }
+        };
+        assert!(refused(&|v| v["active"] = json!(false)).contains("not active"));
+        assert!(refused(&|v| v["iss"] = json!("https://elsewhere.example")).contains("iss"));
+        assert!(refused(&|v| v["aud"] = json!("other")).contains("aud"));
+        assert!(refused(&|v| v["aud"] = json!([])).contains("aud"));
+        assert!(
+            refused(&|v| {
+                v.as_object_mut().unwrap().remove("aud");
+            })
+            .contains("aud")
+        );
+        assert!(refused(&|v| v["exp"] = json!(now - LEEWAY_SECS)).contains("exp"));
+        assert!(refused(&|v| v["nbf"] = json!(now + LEEWAY_SECS + 1)).contains("nbf"));
+        // `active: false` alone (RFC 7662 §2.2: nothing else need be said).
+        assert!(
+            auth.judge(answer(json!({"active": false})), Duration::from_secs(60), now)
+                .is_err()
+        );
+    }
+
+    /// An endpoint that cannot be reached refuses the request as
+    /// unavailable (503), never as a pass.
+    #[tokio::test]
+    async fn an_unreachable_introspection_endpoint_refuses() {
+        let auth = introspecting().await;
+        match auth.authenticate(Some("Bearer opaque-token")).await {
+            Err(Refusal::Unavailable(why)) => assert!(why.contains("127.0.0.1:9"), "{why}"),
+            other => panic!("{:?}", other.map(|c| c.subject.clone())),
+        }
+        let response = auth.refuse(&Refusal::Unavailable("down".into()));
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(response.headers().contains_key(header::RETRY_AFTER));
     }
 
     #[test]

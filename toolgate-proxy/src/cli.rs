@@ -11,7 +11,7 @@ use std::time::Duration;
 use toolgate::{Context, Engine, Surface};
 
 use crate::audit::{Audit, Rotation};
-use crate::auth::{AuthSettings, Authenticator, Caller, JwksSource};
+use crate::auth::{AuthSettings, Authenticator, Caller, Introspection, JwksSource, TokenCheck};
 use crate::confirm::Sealing;
 use crate::gate::RelayList;
 use crate::http::GateState;
@@ -98,9 +98,11 @@ pub struct ProxyArgs {
     /// http:// and the address the pages are served on.
     #[arg(long, value_name = "URL")]
     pub approve_url: Option<String>,
-    /// Who may call: `none` (the default; `--scopes` for everyone) or `jwt`
-    /// (every `--listen` request carries a bearer token; its scopes are the
-    /// caller's, its subject is audited and sealed into confirmations).
+    /// Who may call: `none` (the default; `--scopes` for everyone), `jwt`
+    /// (every `--listen` request carries a signed bearer token; its scopes
+    /// are the caller's, its subject is audited and sealed into
+    /// confirmations) or `introspection` (the same for opaque tokens, asked
+    /// about at the authorization server's RFC 7662 endpoint).
     #[arg(long, value_enum, default_value_t = AuthArg::None, requires = "listen")]
     pub auth: AuthArg,
     /// The issuer's JSON Web Key Set: a file, or an http(s) URL (fetched at
@@ -109,12 +111,28 @@ pub struct ProxyArgs {
     pub jwks: Option<String>,
     /// The `iss` every token must carry (also the authorization server named
     /// in the protected-resource metadata).
-    #[arg(long, value_name = "ISS", required_if_eq("auth", "jwt"))]
+    #[arg(long, value_name = "ISS", required_if_eq_any([("auth", "jwt"), ("auth", "introspection")]))]
     pub issuer: Option<String>,
     /// The `aud` every token must carry (this gateway's resource identifier
     /// as the authorization server knows it).
-    #[arg(long, value_name = "AUD", required_if_eq("auth", "jwt"))]
+    #[arg(long, value_name = "AUD", required_if_eq_any([("auth", "jwt"), ("auth", "introspection")]))]
     pub audience: Option<String>,
+    /// `--auth introspection`: the authorization server's token
+    /// introspection endpoint (RFC 7662).
+    #[arg(long, value_name = "URL", required_if_eq("auth", "introspection"))]
+    pub introspection_url: Option<String>,
+    /// `--auth introspection`: the gateway's client id at that endpoint.
+    #[arg(long, value_name = "ID", required_if_eq("auth", "introspection"))]
+    pub introspection_client_id: Option<String>,
+    /// `--auth introspection`: an environment variable holding the gateway's
+    /// client secret there (sent with HTTP Basic; never printed).
+    #[arg(long, value_name = "VAR", required_if_eq("auth", "introspection"))]
+    pub introspection_secret_env: Option<String>,
+    /// `--auth introspection`: how long an active answer is trusted, in
+    /// seconds (never past the token's `exp`): a revoked token is refused
+    /// at most this long after its revocation.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub introspection_cache: u64,
     /// This resource's URL in its protected-resource metadata (RFC 9728).
     /// Default: http://LISTEN_ADDR/mcp.
     #[arg(long, value_name = "URL", requires = "issuer")]
@@ -182,6 +200,7 @@ pub struct ProxyArgs {
 pub enum AuthArg {
     None,
     Jwt,
+    Introspection,
 }
 
 /// `--mode`.
@@ -372,10 +391,10 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         None => None,
     };
     let relay = RelayList::new(args.relay_methods.iter().cloned()).map_err(ProxyError::Usage)?;
-    let authenticated = args.auth == AuthArg::Jwt;
+    let authenticated = args.auth != AuthArg::None;
     if authenticated && args.scopes.is_some() {
         return Err(ProxyError::Usage(
-            "--scopes with --auth jwt: each caller's scopes come from their token".into(),
+            "--scopes with --auth: each caller's scopes come from their token".into(),
         ));
     }
     // With --auth, a request without a caller is refused; the anonymous
@@ -443,14 +462,15 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     let sealing = sealing(&args).await?;
     let config = Arc::new(config(&args, sealing, &upstream_client)?);
     let auth = match args.auth {
-        AuthArg::Jwt => {
-            // The issuer's JWKS is fetched without the upstream's client
-            // certificate: that identity is the upstream's business alone.
-            let jwks_client = match identity {
+        AuthArg::Jwt | AuthArg::Introspection => {
+            // The issuer (its JWKS, its introspection endpoint) is asked
+            // without the upstream's client certificate: that identity is
+            // the upstream's business alone.
+            let issuer_client = match identity {
                 Some(_) => outbound::client(args.upstream_ca.as_deref(), None)?,
                 None => upstream_client.clone(),
             };
-            Some(Arc::new(authenticator(&args, &config, &jwks_client).await?))
+            Some(Arc::new(authenticator(&args, &config, &issuer_client).await?))
         }
         AuthArg::None => None,
     };
@@ -588,7 +608,7 @@ async fn check_exposure(args: &ProxyArgs, addr: &str) -> Result<(), ProxyError> 
         })?
         .collect();
     let exposed = resolved.iter().any(|a| !a.ip().is_loopback());
-    if !exposed || args.auth == AuthArg::Jwt {
+    if !exposed || args.auth != AuthArg::None {
         return Ok(());
     }
     if !args.insecure_listen {
@@ -600,6 +620,36 @@ async fn check_exposure(args: &ProxyArgs, addr: &str) -> Result<(), ProxyError> 
         "toolgate proxy: WARNING: --insecure-listen: {addr} accepts tool calls from anyone who can reach it, with no authentication"
     );
     Ok(())
+}
+
+/// `--auth jwt` or `--auth introspection`, with what each needs.
+fn token_check(args: &ProxyArgs) -> Result<TokenCheck, ProxyError> {
+    if args.auth != AuthArg::Introspection {
+        return Ok(TokenCheck::Jwt(JwksSource::parse(
+            args.jwks.as_deref().unwrap_or_default(),
+        )));
+    }
+    let url = args.introspection_url.clone().unwrap_or_default();
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(ProxyError::Usage(format!(
+            "--introspection-url {url:?}: give the endpoint's http(s) URL"
+        )));
+    }
+    let var = args.introspection_secret_env.as_deref().unwrap_or_default();
+    let client_secret = match std::env::var(var) {
+        Ok(secret) if !secret.trim().is_empty() => secret.trim().to_owned(),
+        _ => {
+            return Err(ProxyError::Usage(format!(
+                "--introspection-secret-env {var}: the environment has no {var}"
+            )));
+        }
+    };
+    Ok(TokenCheck::Introspection(Introspection {
+        url,
+        client_id: args.introspection_client_id.clone().unwrap_or_default(),
+        client_secret,
+        trust_for: Duration::from_secs(args.introspection_cache),
+    }))
 }
 
 async fn authenticator(
@@ -623,12 +673,14 @@ async fn authenticator(
     let settings = AuthSettings {
         issuer: args.issuer.clone().unwrap_or_default(),
         audience: args.audience.clone().unwrap_or_default(),
-        source: JwksSource::parse(args.jwks.as_deref().unwrap_or_default()),
+        check: token_check(args)?,
         required_scopes: args.require_scopes.clone(),
         metadata_url: format!("{origin}/.well-known/oauth-protected-resource{path}"),
         resource,
         base: config.anonymous.context.clone(),
     };
+    // Only the JWKS fetch can fail here: introspection asks nothing before
+    // the first token.
     Authenticator::new(settings, client.clone())
         .await
         .map_err(|e| ProxyError::Usage(format!("--auth jwt: {e}")))

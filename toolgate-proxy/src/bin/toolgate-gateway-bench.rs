@@ -54,7 +54,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use toolgate::{Context, Surface};
-use toolgate_proxy::auth::{AuthSettings, Authenticator, JwksSource};
+use toolgate_proxy::auth::{AuthSettings, Authenticator, JwksSource, TokenCheck};
 use toolgate_proxy::confirm::Sealing;
 use toolgate_proxy::ledger::Ledger;
 use toolgate_proxy::metrics::Metrics;
@@ -126,7 +126,7 @@ async fn token_validation(iterations: u64, decide_ns: f64) -> Result<(), String>
     let settings = AuthSettings {
         issuer: ISSUER.into(),
         audience: AUDIENCE.into(),
-        source: JwksSource::File(jwks),
+        check: TokenCheck::Jwt(JwksSource::File(jwks)),
         required_scopes: vec![],
         resource: AUDIENCE.into(),
         metadata_url: format!("{AUDIENCE}/.well-known/oauth-protected-resource"),

@@ -245,6 +245,11 @@ class AuthServer:
         self.last_hit = time.monotonic()
         self.codes = {}
         self.resources = []
+        # RFC 7662: opaque tokens (token -> claims), the client allowed to
+        # ask about them (id, secret), and the tokens asked about.
+        self.opaque = {}
+        self.introspection_client = None
+        self.introspected = []
         self.lock = threading.Lock()
         server = self
 
@@ -292,6 +297,16 @@ class AuthServer:
                     meta.update(client_id="e2e-" + secrets.token_hex(4), client_id_issued_at=int(time.time()))
                     meta.setdefault("token_endpoint_auth_method", "none")
                     return self.reply(201, meta)
+                if url.path == "/introspect":
+                    expected = server.introspection_client
+                    basic = "Basic " + base64.b64encode(f"{expected[0]}:{expected[1]}".encode()).decode() if expected else None
+                    if basic is None or self.headers.get("Authorization") != basic:
+                        return self.reply(401, {"error": "invalid_client"}, [("WWW-Authenticate", 'Basic realm="e2e"')])
+                    form = dict(urllib.parse.parse_qsl(raw.decode()))
+                    with server.lock:
+                        server.introspected.append(form.get("token"))
+                        claims = server.opaque.get(form.get("token", ""))
+                    return self.reply(200, {"active": True, **claims} if claims else {"active": False})
                 if url.path == "/token":
                     form = dict(urllib.parse.parse_qsl(raw.decode()))
                     with server.lock:
@@ -1248,6 +1263,121 @@ async def mtls_upstream():
     check("--upstream-cert without --upstream-key: a usage error naming --upstream-key", code == 64 and "--upstream-key" in err, (code, err[-300:]))
 
 
+async def introspection(auth_server):
+    """--auth introspection: opaque tokens asked about at the authorization
+    server's RFC 7662 endpoint, with the gateway's client credentials."""
+    log = TMP / "i-upstream.jsonl"
+    policy = TMP / "i-policy.yaml"
+    policy.write_text(POLICY)
+    secret = "cs-" + secrets.token_hex(12)
+    auth_server.introspection_client = ("toolgate-e2e", secret)
+
+    def opaque(sub, **claims):
+        tok = "op-" + secrets.token_urlsafe(24)
+        with auth_server.lock:
+            auth_server.opaque[tok] = claims_for(sub, **claims)
+        return tok
+
+    def flags(url, cache="2"):
+        return [
+            *("--auth", "introspection", "--introspection-url", url),
+            *("--introspection-client-id", "toolgate-e2e", "--introspection-secret-env", "E2E_INTROSPECTION_SECRET"),
+            *("--introspection-cache", cache, "--issuer", ISSUER, "--audience", AUDIENCE, "--policy", policy),
+        ]
+
+    endpoint = auth_server.base + "/introspect"
+    gw = Gateway(
+        "i", *flags(endpoint), upstream_args=upstream_cmd(log, TMP / "notes-i"), env={"E2E_INTROSPECTION_SECRET": secret}
+    )
+    check("gateway with --auth introspection starts", gw.up, gw.stderr()[-500:])
+    reader = opaque("ivy", scope="notes:read")
+    try:
+        async with mcp_client(gw.url, reader) as c:
+            names = tool_names(await c.list_tools())
+            r = await c.call_tool("read_note", {"name": "introspected"})
+        detail = names
+    except Exception as e:
+        names, r, detail = [], None, error_text(e)
+    check(
+        "an active opaque token with notes:read: tools/list shows read_note, not admin_reset (its scopes)",
+        "read_note" in names and "admin_reset" not in names,
+        detail,
+    )
+    check(
+        "...its read call runs on the upstream",
+        r is not None and blocked_code(r) is None and ran(log, "read_note", name="introspected"),
+        r,
+    )
+    check("...the gateway asked the endpoint about that token", reader in auth_server.introspected, len(auth_server.introspected))
+
+    bad = {
+        "a token the server does not know (active: false)": "op-unknown-" + secrets.token_hex(8),
+        "another audience": opaque("ivy", scope="notes:read", aud="someone-else"),
+        "another issuer": opaque("ivy", scope="notes:read", iss="https://evil.example"),
+        "expired (2 min ago)": opaque("ivy", scope="notes:read", exp_in=-120),
+        "no aud": opaque("ivy", scope="notes:read", drop=("aud",)),
+        "no sub": opaque("ivy", scope="notes:read", drop=("sub",)),
+    }
+    async with http_client() as http:
+        for i, (label, tok) in enumerate(bad.items()):
+            name = f"i-bad-{i}"
+            r = await post_call(http, gw.url, "read_note", {"name": name}, tok=tok)
+            params = auth_params(r.headers.get("www-authenticate", ""))
+            check(
+                f"introspection, {label}: 401 invalid_token, nothing upstream",
+                r.status_code == 401 and params.get("error") == "invalid_token" and not ran(log, "read_note", name=name),
+                (r.status_code, r.text[:200]),
+            )
+
+        # Revoked: refused once the active answer's trust (--introspection-cache 2) is over.
+        revoked = opaque("ivy", scope="notes:read")
+        first = await post_call(http, gw.url, "read_note", {"name": "before-revocation"}, tok=revoked)
+        with auth_server.lock:
+            del auth_server.opaque[revoked]
+        await asyncio.sleep(3.2)
+        after = await post_call(http, gw.url, "read_note", {"name": "after-revocation"}, tok=revoked)
+        check(
+            "a revoked token: served before, 401 once --introspection-cache (2 s) has passed, nothing upstream",
+            first.status_code == 200 and after.status_code == 401 and not ran(log, "read_note", name="after-revocation"),
+            (first.status_code, after.status_code, after.text[:200]),
+        )
+    gw.stop()
+    said = gw.stderr() + gw.stdout()
+    check("the client secret appears nowhere in the gateway's output", secret not in said, "")
+
+    # The endpoint refusing the gateway's credentials, or not there at all:
+    # 503, and nothing reaches the upstream.
+    down = f"http://127.0.0.1:{free_port()}/introspect"
+    for label, url, env_secret in (
+        ("a wrong client secret", endpoint, "wrong-" + secret),
+        ("an endpoint that is not there", down, secret),
+    ):
+        g = Gateway(
+            "i-" + label.split()[1],
+            *flags(url),
+            upstream_args=upstream_cmd(log, TMP / "notes-i"),
+            env={"E2E_INTROSPECTION_SECRET": env_secret},
+        )
+        name = "i-down-" + label.split()[1]
+        async with http_client() as http:
+            r = await post_call(http, g.url, "read_note", {"name": name}, tok=opaque("ivy", scope="notes:read"))
+        check(
+            f"introspection with {label}: 503 temporarily_unavailable, nothing upstream",
+            r.status_code == 503 and "temporarily_unavailable" in r.text and not ran(log, "read_note", name=name),
+            (r.status_code, r.text[:300]),
+        )
+        g.stop()
+
+    code, err = exits(
+        [PROXY, "--listen", f"127.0.0.1:{free_port()}", *flags(endpoint), "--", *upstream_cmd(log, TMP)]
+    )
+    check(
+        "--introspection-secret-env naming an unset variable: refused at start (64), naming it",
+        code == 64 and "E2E_INTROSPECTION_SECRET" in err,
+        (code, err[-300:]),
+    )
+
+
 # ---------------------------------------------------------------------------
 # 7. --watch: good edits apply to the next call, a bad one keeps the rules.
 
@@ -1578,7 +1708,7 @@ async def main():
     help_text = subprocess.run([PROXY, "--help"], capture_output=True, text=True).stdout
     missing = [
         f
-        for f in ("--auth", "--jwks", "--watch", "--mode", "--metrics", "--upstream-ca", "--upstream-cert", "--insecure-listen")
+        for f in ("--auth", "--jwks", "--watch", "--mode", "--metrics", "--upstream-ca", "--upstream-cert", "--introspection-url", "--insecure-listen")
         if f not in help_text
     ]
     check("the binary has the production flags", not missing, missing)
@@ -1595,6 +1725,7 @@ async def main():
         refetched_at = b and await section("JWKS URL: unknown kid", jwks_url_unknown(auth_server, *b))
         await section("TLS upstream", tls_upstream())
         await section("mutual TLS upstream", mtls_upstream())
+        await section("token introspection", introspection(auth_server))
         await section("shadow", shadow())
         await section("watch", watch())
         if refetched_at:
