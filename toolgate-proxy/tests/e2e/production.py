@@ -1063,6 +1063,47 @@ async def jwks_url_later(auth_server, gw, log, refetched_at):
 # 6. The upstream over HTTPS: its CA, headers and a token sent, TLS failures.
 
 
+def start_https_upstream(name, log, cert, key, *extra):
+    """upstream_server.py over TLS on a free port: (process, port)."""
+    port = free_port()
+    upstream = subprocess.Popen(
+        upstream_cmd(log, TMP / f"notes-{name}", "--http", port, "--certfile", cert, "--keyfile", key, *extra),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(TMP / f"{name}-upstream.stderr", "wb"),
+    )
+    PROCS.append(upstream)
+    wait_port(port, 20)
+    return upstream, port
+
+
+async def list_outcome(gw):
+    """"connected" when a (legacy) client lists tools through `gw`, else every message of its error."""
+    try:
+        async with mcp_client(gw.url, mode="legacy") as c:
+            await c.list_tools()
+        return "connected"
+    except Exception as e:
+        return error_text(e)
+
+
+async def lists_and_reads(gw, log, note, label):
+    """Through `gw`: tools/list shows read_note, and reading `note` runs on the upstream (`log`)."""
+    try:
+        async with mcp_client(gw.url) as c:
+            names = tool_names(await c.list_tools())
+            r = await c.call_tool("read_note", {"name": note})
+        ok, detail = True, names
+    except Exception as e:
+        ok, detail, names, r = False, error_text(e), [], None
+    check(f"{label}: tools/list through the gateway", ok and "read_note" in names, detail)
+    check(
+        "...a read call runs on the upstream",
+        r is not None and blocked_code(r) is None and ran(log, "read_note", name=note),
+        r,
+    )
+
+
 async def tls_upstream():
     ca_key, ca_cert = make_ca("toolgate e2e CA")
     _, other_ca = make_ca("some other CA")
@@ -1073,15 +1114,7 @@ async def tls_upstream():
     write_pem(cert_pem, cert=leaf_cert)
     write_pem(key_pem, key=leaf_key)
     log = TMP / "tls-upstream.jsonl"
-    port = free_port()
-    upstream = subprocess.Popen(
-        [*upstream_cmd(log, TMP / "notes-tls"), "--http", str(port), "--certfile", cert_pem, "--keyfile", key_pem],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=open(TMP / "tls-upstream.stderr", "wb"),
-    )
-    PROCS.append(upstream)
-    wait_port(port, 20)
+    upstream, port = start_https_upstream("tls", log, cert_pem, key_pem)
     url = f"https://127.0.0.1:{port}/mcp"
     api_key = "k-" + secrets.token_hex(12)
     bearer = "t-" + secrets.token_hex(12)
@@ -1098,19 +1131,7 @@ async def tls_upstream():
         "E2E_UPSTREAM_TOKEN",
         env=env,
     )
-    try:
-        async with mcp_client(gw.url) as c:
-            names = tool_names(await c.list_tools())
-            r = await c.call_tool("read_note", {"name": "over-tls"})
-        ok, detail = True, names
-    except Exception as e:
-        ok, detail, names, r = False, error_text(e), [], None
-    check("HTTPS upstream with --upstream-ca: tools/list through the gateway", ok and "read_note" in names, detail)
-    check(
-        "...a read call runs on the upstream",
-        r is not None and blocked_code(r) is None and ran(log, "read_note", name="over-tls"),
-        r,
-    )
+    await lists_and_reads(gw, log, "over-tls", "HTTPS upstream with --upstream-ca")
     requests = [e for e in log_entries(log) if "http" in e]
     check(
         "--upstream-header 'X-Api-Key: ${VAR}': the upstream got the variable's value",
@@ -1138,12 +1159,7 @@ async def tls_upstream():
     # The wrong CA: the client's connect fails, naming the host and TLS.
     seen = len(log_entries(log))
     bad = Gateway("tls-wrong", "--upstream", url, "--upstream-ca", wrong_pem, env=env)
-    try:
-        async with mcp_client(bad.url, mode="legacy") as c:
-            await c.list_tools()
-        outcome = "connected"
-    except Exception as e:
-        outcome = error_text(e)
+    outcome = await list_outcome(bad)
     check("wrong CA: the client's initialize fails", outcome != "connected", outcome)
     check(
         "...with a message naming the upstream host (127.0.0.1) and the certificate / TLS",
@@ -1182,20 +1198,7 @@ async def mtls_upstream():
     write_pem(files["client-key"], key=client_key)
     write_pem(files["stranger"], cert=stranger_cert, key=stranger_key)
     log = TMP / "mtls-upstream.jsonl"
-    port = free_port()
-    upstream = subprocess.Popen(
-        upstream_cmd(
-            log,
-            TMP / "notes-mtls",
-            *("--http", port, "--certfile", files["server"], "--keyfile", files["server-key"]),
-            *("--client-ca", files["ca"]),
-        ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=open(TMP / "mtls-upstream.stderr", "wb"),
-    )
-    PROCS.append(upstream)
-    wait_port(port, 20)
+    upstream, port = start_https_upstream("mtls", log, files["server"], files["server-key"], "--client-ca", files["ca"])
     url = f"https://127.0.0.1:{port}/mcp"
 
     gw = Gateway(
@@ -1203,19 +1206,7 @@ async def mtls_upstream():
         *("--upstream", url, "--upstream-ca", files["ca"]),
         *("--upstream-cert", files["client"], "--upstream-key", files["client-key"]),
     )
-    try:
-        async with mcp_client(gw.url) as c:
-            names = tool_names(await c.list_tools())
-            r = await c.call_tool("read_note", {"name": "over-mtls"})
-        ok, detail = True, names
-    except Exception as e:
-        ok, detail, names, r = False, error_text(e), [], None
-    check("mTLS upstream with --upstream-cert/--upstream-key: tools/list through the gateway", ok and "read_note" in names, detail)
-    check(
-        "...a read call runs on the upstream",
-        r is not None and blocked_code(r) is None and ran(log, "read_note", name="over-mtls"),
-        r,
-    )
+    await lists_and_reads(gw, log, "over-mtls", "mTLS upstream with --upstream-cert/--upstream-key")
     gw.stop()
 
     # No client certificate, or one from another CA: the handshake fails and
@@ -1226,12 +1217,7 @@ async def mtls_upstream():
     ):
         seen = len(log_entries(log))
         bad = Gateway("mtls-" + label.split()[0], "--upstream", url, "--upstream-ca", files["ca"], *flags)
-        try:
-            async with mcp_client(bad.url, mode="legacy") as c:
-                await c.list_tools()
-            outcome = "connected"
-        except Exception as e:
-            outcome = error_text(e)
+        outcome = await list_outcome(bad)
         check(f"mTLS upstream, {label}: the client's initialize fails", outcome != "connected", outcome)
         check(
             f"...nothing of it reached the upstream ({label})",
