@@ -624,6 +624,25 @@ async fn check_exposure(args: &ProxyArgs, addr: &str) -> Result<(), ProxyError> 
 
 /// `--auth jwt` or `--auth introspection`, with what each needs.
 fn token_check(args: &ProxyArgs) -> Result<TokenCheck, ProxyError> {
+    // A flag of the other way is a misunderstanding worth stopping for: an
+    // operator who gives --introspection-url to `--auth jwt` believes
+    // revoked tokens are refused.
+    let introspection_flags = args.introspection_url.is_some()
+        || args.introspection_client_id.is_some()
+        || args.introspection_secret_env.is_some();
+    match args.auth {
+        AuthArg::Jwt if introspection_flags => {
+            return Err(ProxyError::Usage(
+                "--introspection-* flags go with --auth introspection, not --auth jwt".into(),
+            ));
+        }
+        AuthArg::Introspection if args.jwks.is_some() => {
+            return Err(ProxyError::Usage(
+                "--jwks goes with --auth jwt; --auth introspection asks --introspection-url".into(),
+            ));
+        }
+        _ => {}
+    }
     if args.auth != AuthArg::Introspection {
         return Ok(TokenCheck::Jwt(JwksSource::parse(
             args.jwks.as_deref().unwrap_or_default(),

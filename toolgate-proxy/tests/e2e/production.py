@@ -413,10 +413,11 @@ def auth_flags(jwks):
     return ["--auth", "jwt", "--jwks", str(jwks), "--issuer", ISSUER, "--audience", AUDIENCE]
 
 
-def exits(argv, timeout=8):
+def exits(argv, timeout=8, env=None):
     """Runs a command expected to exit at once: (exit code or "still running", stderr)."""
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        full_env = {**os.environ, **env} if env else None
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=full_env)
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -1362,6 +1363,18 @@ async def introspection(auth_server):
         code == 64 and "E2E_INTROSPECTION_SECRET" in err,
         (code, err[-300:]),
     )
+    # One way of checking tokens at a time: the other way's flags are refused.
+    jwt_with_url = [*auth_flags(TMP / "jwks.json"), "--introspection-url", endpoint]
+    introspection_with_jwks = [*flags(endpoint), "--jwks", str(TMP / "jwks.json")]
+    for label, argv, env in (
+        ("--introspection-url with --auth jwt", jwt_with_url, None),
+        ("--jwks with --auth introspection", introspection_with_jwks, {"E2E_INTROSPECTION_SECRET": secret}),
+    ):
+        code, err = exits(
+            [PROXY, "--listen", f"127.0.0.1:{free_port()}", *map(str, argv), "--", *upstream_cmd(log, TMP)], env=env
+        )
+        refused = code == 64 and ("goes with --auth" in err or "go with --auth" in err)
+        check(f"{label}: refused at start (64), saying which --auth it goes with", refused, (code, err[-300:]))
 
 
 # ---------------------------------------------------------------------------
