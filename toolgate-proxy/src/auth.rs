@@ -102,6 +102,18 @@ pub enum Refusal {
     Unavailable(String),
 }
 
+impl Refusal {
+    /// The metric label (`toolgate_auth_refusals_total{reason}`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Missing => "missing",
+            Refusal::Invalid(_) => "invalid_token",
+            Refusal::InsufficientScope => "insufficient_scope",
+            Refusal::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
 /// How tokens are checked.
 #[derive(Debug, Clone)]
 pub enum TokenCheck {
@@ -210,6 +222,8 @@ pub struct Authenticator {
     pub metadata_url: String,
     /// The decision context every caller starts from (surface, allowlist).
     base: Context,
+    /// Refusals are counted here.
+    metrics: Arc<crate::metrics::Metrics>,
     /// Tokens already checked, until they expire: a client sends the same
     /// token on every request of a session, and checking a signature costs
     /// 100-200 µs (an introspection, a round trip). Emptied whenever the
@@ -259,6 +273,7 @@ pub struct AuthSettings {
     pub resource: String,
     pub metadata_url: String,
     pub base: Context,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Authenticator {
@@ -289,6 +304,7 @@ impl Authenticator {
             resource: settings.resource,
             metadata_url: settings.metadata_url,
             base: settings.base,
+            metrics: settings.metrics,
             verified: std::sync::Mutex::default(),
         })
     }
@@ -674,6 +690,7 @@ pub async fn require(State(auth): State<Arc<Authenticator>>, mut request: Reques
         }
         Err(refusal) => {
             tracing::info!(?refusal, "request refused");
+            auth.metrics.auth_refused(refusal.reason());
             crate::http::answer_after_body(request.into_body(), auth.refuse(&refusal)).await
         }
     }
@@ -723,6 +740,7 @@ mod tests {
             resource: "http://127.0.0.1/mcp".into(),
             metadata_url: "http://127.0.0.1/.well-known/oauth-protected-resource/mcp".into(),
             base: Context::default(),
+            metrics: Arc::default(),
         };
         let auth = Arc::new(
             Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
@@ -781,6 +799,7 @@ mod tests {
             resource: "https://gateway.example/mcp".into(),
             metadata_url: "https://gateway.example/.well-known/oauth-protected-resource/mcp".into(),
             base: Context::default(),
+            metrics: Arc::default(),
         };
         Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
             .await

@@ -697,6 +697,7 @@ async fn authenticator(
         metadata_url: format!("{origin}/.well-known/oauth-protected-resource{path}"),
         resource,
         base: config.anonymous.context.clone(),
+        metrics: config.metrics.clone(),
     };
     // Only the JWKS fetch can fail here: introspection asks nothing before
     // the first token.

@@ -30,6 +30,11 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabels {
     pub method: String,
 }
@@ -44,6 +49,7 @@ pub struct Metrics {
     upstream_starts: Counter,
     reloads: Family<ResultLabels, Counter>,
     rule_set_loads: Counter,
+    auth_refusals: Family<ReasonLabels, Counter>,
     ready: AtomicBool,
 }
 
@@ -100,9 +106,16 @@ impl Metrics {
             "rule sets loaded into the engine (sessions with the same policy and catalog share one)",
             rule_set_loads.clone(),
         );
+        let auth_refusals = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "auth_refusals",
+            "requests refused before the MCP session (--auth), by reason: missing, invalid_token, insufficient_scope, unavailable",
+            auth_refusals.clone(),
+        );
         Metrics {
             registry,
             rule_set_loads,
+            auth_refusals,
             decisions,
             decision_seconds,
             upstream_seconds,
@@ -141,6 +154,16 @@ impl Metrics {
         self.reloads
             .get_or_create(&ResultLabels {
                 result: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A request refused by `--auth`; `reason` is one of a fixed few
+    /// (`auth::Refusal::reason`), never text a client wrote.
+    pub fn auth_refused(&self, reason: &'static str) {
+        self.auth_refusals
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
             })
             .inc();
     }

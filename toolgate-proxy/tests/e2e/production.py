@@ -1273,8 +1273,13 @@ async def introspection(auth_server):
         ]
 
     endpoint = auth_server.base + "/introspect"
+    mport = free_port()
     gw = Gateway(
-        "i", *flags(endpoint), upstream_args=upstream_cmd(log, TMP / "notes-i"), env={"E2E_INTROSPECTION_SECRET": secret}
+        "i",
+        *flags(endpoint),
+        *("--metrics", f"127.0.0.1:{mport}"),
+        upstream_args=upstream_cmd(log, TMP / "notes-i"),
+        env={"E2E_INTROSPECTION_SECRET": secret},
     )
     check("gateway with --auth introspection starts", gw.up, gw.stderr()[-500:])
     reader = opaque("ivy", scope="notes:read")
@@ -1327,6 +1332,16 @@ async def introspection(auth_server):
             "a revoked token: served before, 401 once --introspection-cache (2 s) has passed, nothing upstream",
             first.status_code == 200 and after.status_code == 401 and not ran(log, "read_note", name="after-revocation"),
             (first.status_code, after.status_code, after.text[:200]),
+        )
+        await post_call(http, gw.url, "read_note", {"name": "no-token"})
+        refusals = metric_samples(
+            (await http.get(f"http://127.0.0.1:{mport}/metrics")).text, "toolgate_auth_refusals_total"
+        )
+        counted = {dict(k).get("reason"): v for k, v in refusals.items() if v}
+        check(
+            "toolgate_auth_refusals_total counts them by reason: invalid_token 7 (six bad, one revoked), missing 1",
+            counted == {"invalid_token": len(bad) + 1, "missing": 1},
+            counted,
         )
     gw.stop()
     said = gw.stderr() + gw.stdout()
