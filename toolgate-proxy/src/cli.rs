@@ -654,15 +654,10 @@ fn token_check(args: &ProxyArgs) -> Result<TokenCheck, ProxyError> {
             "--introspection-url {url:?}: give the endpoint's http(s) URL"
         )));
     }
-    let var = args.introspection_secret_env.as_deref().unwrap_or_default();
-    let client_secret = match std::env::var(var) {
-        Ok(secret) if !secret.trim().is_empty() => secret.trim().to_owned(),
-        _ => {
-            return Err(ProxyError::Usage(format!(
-                "--introspection-secret-env {var}: the environment has no {var}"
-            )));
-        }
-    };
+    let client_secret = outbound::secret_from_env(
+        "--introspection-secret-env",
+        args.introspection_secret_env.as_deref().unwrap_or_default(),
+    )?;
     Ok(TokenCheck::Introspection(Introspection {
         url,
         client_id: args.introspection_client_id.clone().unwrap_or_default(),

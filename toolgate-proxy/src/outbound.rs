@@ -142,12 +142,15 @@ fn name_of(spec: &str) -> &str {
 /// `--upstream-token-env VAR`: the upstream's bearer token, from the
 /// environment.
 pub fn bearer(var: Option<&str>) -> Result<Option<String>, ProxyError> {
-    let Some(var) = var else { return Ok(None) };
+    var.map(|var| secret_from_env("--upstream-token-env", var)).transpose()
+}
+
+/// A secret named by a `--…-env VAR` flag: the variable's value, trimmed; a
+/// variable unset or blank is a usage error naming the flag (never the value).
+pub fn secret_from_env(flag: &str, var: &str) -> Result<String, ProxyError> {
     match std::env::var(var) {
-        Ok(token) if !token.trim().is_empty() => Ok(Some(token.trim().to_owned())),
-        _ => Err(ProxyError::Usage(format!(
-            "--upstream-token-env {var}: the environment has no {var}"
-        ))),
+        Ok(secret) if !secret.trim().is_empty() => Ok(secret.trim().to_owned()),
+        _ => Err(ProxyError::Usage(format!("{flag} {var}: the environment has no {var}"))),
     }
 }
 
