@@ -551,6 +551,27 @@ fn main() -> Result<(), Error> {
             println!("component load {:.3} ms", ms(took) / n as f64);
             Ok(())
         }
+        // A component prepared with the seed (toolgate::prepare), against the
+        // shipped one, alternating in one run.
+        Some("profile-prepared-load") => {
+            let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100);
+            let (prepared, took) = timed(|| toolgate::prepare(Some(workload::POLICY), workload::SEED_CATALOG));
+            let prepared = prepared?;
+            println!("prepare {:.0} ms, {} bytes", ms(took), prepared.len());
+            let prepared = toolgate::Engine::from_prepared(&prepared, toolgate::Limits::default())?;
+            let shipped = toolgate::Engine::cached()?;
+            for round in 0..3 {
+                for (name, engine) in [("shipped", &shipped), ("prepared", &prepared)] {
+                    let (_, took) = timed(|| {
+                        for _ in 0..n {
+                            black_box(engine.load(Some(workload::POLICY), workload::SEED_CATALOG).ok());
+                        }
+                    });
+                    println!("round {round} {name} load {:.3} ms", ms(took) / n as f64);
+                }
+            }
+            Ok(())
+        }
         Some("profile-component-evaluate") => {
             let engine = profiled_engine(&args)?;
             let rules = engine.load(Some(workload::POLICY), workload::SEED_CATALOG)?;

@@ -6,6 +6,9 @@ wit_bindgen::generate!({
     world: "toolgate",
 });
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use exports::toolgate::policy::engine::{
     Confirmation, Finding, Guest, GuestRuleSet, Origin, Outcome, Problem, RuleSet, Severity,
 };
@@ -19,8 +22,46 @@ struct Component;
 /// distinct context text: see `policy_core::context::ContextMemo`). A `Cell`:
 /// the component is single-threaded and never re-entered.
 struct LoadedRules {
-    rules: policy_core::Rules,
+    rules: Rc<policy_core::Rules>,
     contexts: std::cell::Cell<policy_core::context::ContextMemo>,
+}
+
+/// The texts of this instance's last successful load and what they loaded.
+///
+/// Loading is a pure function of the two texts and rules are immutable, so
+/// a load of the same texts may return the same rules: byte for byte the
+/// decisions a fresh load gives. This is what makes a *prepared* component
+/// (`toolgate prepare`, docs/performance.md) ready at once: the load ran
+/// before the guest's memory was snapshotted, and the first `load` of the
+/// snapshot's instance with the same texts finds it here. Any other text is
+/// loaded as ever and replaces it (at most one rule set is kept that the
+/// host may have dropped).
+struct LastLoad {
+    policy: Option<String>,
+    catalog: String,
+    rules: Rc<policy_core::Rules>,
+}
+
+thread_local! {
+    static LAST_LOAD: RefCell<Option<LastLoad>> = const { RefCell::new(None) };
+}
+
+fn load_remembered(policy: Option<String>, catalog: String) -> Result<Rc<policy_core::Rules>, policy_core::Problem> {
+    let remembered = LAST_LOAD.with_borrow(|last| {
+        last.as_ref()
+            .filter(|last| last.policy == policy && last.catalog == catalog)
+            .map(|last| Rc::clone(&last.rules))
+    });
+    if let Some(rules) = remembered {
+        return Ok(rules);
+    }
+    let rules = Rc::new(policy_core::Rules::load(policy.as_deref(), &catalog)?);
+    LAST_LOAD.set(Some(LastLoad {
+        policy,
+        catalog,
+        rules: Rc::clone(&rules),
+    }));
+    Ok(rules)
 }
 
 impl LoadedRules {
@@ -68,7 +109,7 @@ impl Guest for Component {
 
 impl GuestRuleSet for LoadedRules {
     fn load(policy: Option<String>, catalog: String) -> Result<RuleSet, Problem> {
-        policy_core::Rules::load(policy.as_deref(), &catalog)
+        load_remembered(policy, catalog)
             .map(|rules| {
                 RuleSet::new(LoadedRules {
                     rules,

@@ -23,6 +23,9 @@ mod bindings {
     });
 }
 
+mod prepare;
+pub use prepare::prepare;
+
 use bindings::exports::toolgate::policy::engine::{
     Confirmation as WitConfirmation, OpenedSeal as WitOpenedSeal, Origin as WitOrigin, Problem as WitProblem,
     Severity as WitSeverity,
@@ -806,16 +809,22 @@ impl Engine {
 /// compatibility hash (its version and configuration).
 fn code_file_name(engine: &wasmtime::Engine) -> String {
     use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    component_digest().hash(&mut hasher);
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    format!("toolgate_policy-{CONTRACT_VERSION}-{:016x}.cwasm", hasher.finish())
+}
+
+/// A digest of [`COMPONENT`], computed once per process: names its native
+/// code and the origin of the components prepared from it.
+fn component_digest() -> u64 {
+    use std::hash::{Hash, Hasher};
     static COMPONENT_DIGEST: OnceLock<u64> = OnceLock::new();
-    let component = *COMPONENT_DIGEST.get_or_init(|| {
+    *COMPONENT_DIGEST.get_or_init(|| {
         let mut hasher = std::hash::DefaultHasher::new();
         COMPONENT.hash(&mut hasher);
         hasher.finish()
-    });
-    let mut hasher = std::hash::DefaultHasher::new();
-    component.hash(&mut hasher);
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    format!("toolgate_policy-{CONTRACT_VERSION}-{:016x}.cwasm", hasher.finish())
+    })
 }
 
 /// Whether `code` beside the executable `exe` came with it: on Unix, owned

@@ -1,0 +1,223 @@
+//! Prepared components: the embedded component with one rule set already
+//! loaded in its memory (Wizer's pre-initialization), so the first load of
+//! those texts in any runtime is ready at once (#17, docs/performance.md).
+//!
+//! Nothing here decides: the guest remembers the texts of its last load and
+//! what they loaded (`policy-component`, `LastLoad`); preparing runs that load
+//! once and snapshots the guest's memory. A host then loads the prepared
+//! component like the shipped one and calls `load` with the same texts. The
+//! same texts return the rules loaded at preparation, byte for byte the
+//! decisions of a fresh load; any other text is loaded as ever. A prepared
+//! component is therefore only ever faster, never different.
+
+use super::{
+    COMPONENT, Engine, Error, HostState, Limits, bindings, component_digest, component_error,
+    wasmtime_engine,
+};
+use std::future::Future;
+use std::task::{Context as TaskContext, Poll, Waker};
+use wasmtime::component::{Component, Instance, Lift, Linker, WasmList};
+use wasmtime::{ResourceLimiter, Store};
+use wasmtime_wizer::{ComponentInstanceState, Wizer};
+
+/// The custom section naming the component a prepared one was made from.
+const PREPARED_FROM: &str = "toolgate:prepared-from";
+
+/// The embedded component with `policy` and `catalog` loaded into its
+/// memory: a portable component (any runtime loads it as it loads
+/// [`COMPONENT`]) whose first load of exactly these texts costs an
+/// instantiation instead of a load. Load problems are returned as
+/// [`Error::Load`], exactly as [`Engine::load`] returns them.
+///
+/// Preparing compiles the component (seconds on a small machine) and
+/// loads once; do it at build or deploy time. Ship the result with the
+/// binary that prepared it: [`Engine::from_prepared`] refuses a component
+/// prepared from another build's engine.
+pub fn prepare(policy: Option<&str>, catalog: &str) -> Result<Vec<u8>, Error> {
+    let wizer = Wizer::new();
+    let (context, instrumented) = wizer.instrument_component(COMPONENT).map_err(component_error)?;
+    let engine = wasmtime_engine(false)?;
+    let component = Component::new(&engine, &instrumented).map_err(component_error)?;
+    let limits = Limits::default();
+    let mut store = Store::new(&engine, HostState::new(limits.max_memory_bytes));
+    store.limiter(|state| state as &mut dyn ResourceLimiter);
+    let input_bytes = (catalog.len() + policy.map_or(0, str::len)) as u64;
+    limits.load_backstop(input_bytes).arm(&mut store)?;
+    // The instrumented component imports nothing more than the shipped one.
+    let instance = Linker::new(&engine)
+        .instantiate(&mut store, &component)
+        .map_err(component_error)?;
+    let engine_api = bindings::Toolgate::new(&mut store, &instance).map_err(component_error)?;
+    let rules = engine_api.toolgate_policy_engine().rule_set();
+    let handle = match rules.call_load(&mut store, policy, catalog) {
+        Ok(Ok(handle)) => handle,
+        Ok(Err(problem)) => return Err(Error::Load(problem.into())),
+        Err(trap) => return Err(component_error(trap)),
+    };
+    // The guest keeps the rules (its last load); the host's handle is not
+    // part of a snapshot.
+    handle.resource_drop(&mut store).map_err(component_error)?;
+    limits.call_backstop().arm(&mut store)?;
+    let mut state = GuestState {
+        store: &mut store,
+        instance,
+        failure: None,
+    };
+    let snapshot = finish_now(wizer.snapshot_component(&context, &mut state))?;
+    if let Some(failure) = state.failure {
+        return Err(Error::Component(format!("reading the guest's state: {failure}")));
+    }
+    let mut prepared = snapshot.map_err(component_error)?;
+    append_custom_section(&mut prepared, PREPARED_FROM, &component_digest().to_le_bytes());
+    Ok(prepared)
+}
+
+impl Engine {
+    /// Compiles a component [`prepare`] made (seconds: prefer
+    /// [`Engine::precompile_prepared`] at deploy time and
+    /// [`Engine::from_precompiled_file`] at start). Refused with
+    /// [`Error::Component`] unless it was prepared from this build's
+    /// embedded component: another build's engine could decide otherwise.
+    pub fn from_prepared(prepared: &[u8], limits: Limits) -> Result<Engine, Error> {
+        check_prepared_here(prepared)?;
+        Engine::from_component_bytes(prepared, limits)
+    }
+
+    /// The native code of a component [`prepare`] made, for this machine
+    /// and wasmtime version (the checks of [`Engine::from_prepared`] first).
+    pub fn precompile_prepared(prepared: &[u8]) -> Result<Vec<u8>, Error> {
+        check_prepared_here(prepared)?;
+        wasmtime_engine(false)?
+            .precompile_component(prepared)
+            .map_err(component_error)
+    }
+}
+
+/// Whether `prepared` names this build's component as its origin.
+fn check_prepared_here(prepared: &[u8]) -> Result<(), Error> {
+    let expected = component_digest().to_le_bytes();
+    let mut found = None;
+    for payload in wasmparser::Parser::new(0).parse_all(prepared) {
+        if let Ok(wasmparser::Payload::CustomSection(section)) = payload
+            && section.name() == PREPARED_FROM
+        {
+            found = Some(section.data().to_vec());
+        }
+    }
+    match found {
+        Some(digest) if digest == expected => Ok(()),
+        Some(_) => Err(Error::Component(
+            "prepared from another build's component: prepare it again with this build".into(),
+        )),
+        None => Err(Error::Component("not a component `toolgate prepare` made".into())),
+    }
+}
+
+/// Appends a custom section to a component or module (valid at the end of
+/// either).
+fn append_custom_section(wasm: &mut Vec<u8>, name: &str, data: &[u8]) {
+    let mut body = Vec::new();
+    leb128(&mut body, name.len());
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(data);
+    wasm.push(0);
+    leb128(wasm, body.len());
+    wasm.extend_from_slice(&body);
+}
+
+fn leb128(out: &mut Vec<u8>, mut value: usize) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// Drives a future that never waits: the snapshot's reads below finish
+/// synchronously. One that would wait is an error, never a spin.
+fn finish_now<F: Future>(future: F) -> Result<F::Output, Error> {
+    let mut future = std::pin::pin!(future);
+    match future.as_mut().poll(&mut TaskContext::from_waker(Waker::noop())) {
+        Poll::Ready(output) => Ok(output),
+        Poll::Pending => Err(Error::Component("the snapshot did not finish".into())),
+    }
+}
+
+/// Wizer's view of the instrumented instance: its accessor functions,
+/// called synchronously. Wizer's trait cannot fail, so the first failure is
+/// kept and [`prepare`] refuses the snapshot.
+struct GuestState<'a> {
+    store: &'a mut Store<HostState>,
+    instance: Instance,
+    failure: Option<String>,
+}
+
+impl GuestState<'_> {
+    fn call<R: Lift + 'static, T>(
+        &mut self,
+        interface: &str,
+        func: &str,
+        read: impl FnOnce(&Store<HostState>, R) -> T,
+    ) -> Option<T> {
+        let result = (|| {
+            let (_, parent) = self
+                .instance
+                .get_export(&mut *self.store, None, interface)
+                .ok_or_else(|| format!("no export {interface}"))?;
+            let (_, index) = self
+                .instance
+                .get_export(&mut *self.store, Some(&parent), func)
+                .ok_or_else(|| format!("no export {interface}#{func}"))?;
+            let typed = self
+                .instance
+                .get_typed_func::<(), (R,)>(&mut *self.store, index)
+                .map_err(|e| e.to_string())?;
+            let (value,) = typed.call(&mut *self.store, ()).map_err(|e| e.to_string())?;
+            Ok::<T, String>(read(self.store, value))
+        })();
+        match result {
+            Ok(value) => Some(value),
+            Err(why) => {
+                self.failure.get_or_insert(why);
+                None
+            }
+        }
+    }
+}
+
+impl ComponentInstanceState for GuestState<'_> {
+    async fn call_func_ret_list_u8(&mut self, instance: &str, func: &str, contents: impl FnOnce(&[u8]) + Send) {
+        let mut contents = Some(contents);
+        self.call(instance, func, |store, list: WasmList<u8>| {
+            if let Some(contents) = contents.take() {
+                contents(list.as_le_slice(store));
+            }
+        });
+        // A failed read still answers, with nothing: `failure` refuses it.
+        if let Some(contents) = contents {
+            contents(&[]);
+        }
+    }
+
+    async fn call_func_ret_s32(&mut self, instance: &str, func: &str) -> i32 {
+        self.call(instance, func, |_, value: i32| value).unwrap_or_default()
+    }
+
+    async fn call_func_ret_s64(&mut self, instance: &str, func: &str) -> i64 {
+        self.call(instance, func, |_, value: i64| value).unwrap_or_default()
+    }
+
+    async fn call_func_ret_f32(&mut self, instance: &str, func: &str) -> u32 {
+        self.call(instance, func, |_, value: f32| value.to_bits())
+            .unwrap_or_default()
+    }
+
+    async fn call_func_ret_f64(&mut self, instance: &str, func: &str) -> u64 {
+        self.call(instance, func, |_, value: f64| value.to_bits())
+            .unwrap_or_default()
+    }
+}
