@@ -11,8 +11,7 @@
 //! component is therefore only ever faster, never different.
 
 use super::{
-    COMPONENT, Engine, Error, HostState, Limits, bindings, component_digest, component_error,
-    wasmtime_engine,
+    COMPONENT, Engine, Error, HostState, Limits, bindings, component_digest, component_error, wasmtime_engine,
 };
 use std::future::Future;
 use std::task::{Context as TaskContext, Poll, Waker};

@@ -41,6 +41,25 @@ fn every_vector_passes_through_the_component() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A prepared component (`toolgate::prepare`) decides every vector as the
+/// shipped one: the prepared file's own vectors take the rules loaded at
+/// preparation, every other file loads in an instance of the snapshot.
+#[test]
+fn every_vector_passes_through_a_prepared_component() {
+    let prepared_from = conformance::vectors_dir().join("pipeline-plans.json");
+    let file = read_file(&prepared_from).unwrap_or_else(|e| panic!("{e}"));
+    let policy = file.policy_text().unwrap_or_else(|e| panic!("{e}"));
+    let catalog = file.catalog_text().unwrap_or_else(|e| panic!("{e}"));
+    let prepared = toolgate::prepare(policy.as_deref(), &catalog).unwrap_or_else(|e| panic!("{e}"));
+    let engine =
+        toolgate::Engine::from_prepared(&prepared, toolgate::Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    let runner = Component(engine);
+    let files = all_files();
+    assert!(files.contains(&prepared_from));
+    let failures: Vec<String> = files.iter().flat_map(|p| check_file(&runner, p)).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The contract version is written once, in the WIT package line; the
 /// engine's and the Rust SDK's constants must say the same (the JS and
 /// Python constants are generated from it by component-build).

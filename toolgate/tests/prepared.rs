@@ -1,0 +1,176 @@
+//! Prepared components (`toolgate::prepare`): the prepared texts load without
+//! loading again, every other text loads as ever, and the decisions are the
+//! shipped component's, byte for byte.
+
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::sync::OnceLock;
+use toolgate::{COMPONENT, Context, Engine, Error, Fuel, Limits};
+
+const POLICY: &str = "version: 1\ntool_policies:\n  send:\n    require_confirmation: true\n";
+
+const CATALOG: &str = r#"{"tools":[
+  {"name":"lookup","annotations":{"readOnlyHint":true},"inputSchema":{"type":"object","properties":{"q":{"type":"string","pattern":"^[a-z]+$"}}}},
+  {"name":"send","annotations":{"destructiveHint":true},"inputSchema":{"type":"object","properties":{"to":{"type":"string","format":"email"},"confirmed":{"type":"boolean"}},"required":["to"]}}
+]}"#;
+
+const OTHER_CATALOG: &str = r#"{"tools":[
+  {"name":"lookup","annotations":{"readOnlyHint":true},"inputSchema":{"type":"object","properties":{"q":{"type":"integer"}}}}
+]}"#;
+
+const CALLS: &[&str] = &[
+    r#"{"name":"lookup","arguments":{"q":"abc"}}"#,
+    r#"{"name":"lookup","arguments":{"q":"ABC"}}"#,
+    r#"{"name":"lookup","arguments":{"q":7}}"#,
+    r#"{"name":"send","arguments":{"to":"a@example.com"}}"#,
+    r#"{"name":"send","arguments":{"to":"a@example.com","confirmed":true}}"#,
+    r#"{"name":"send","arguments":{}}"#,
+    r#"{"name":"nope","arguments":{}}"#,
+    r#"{"name":"lookup""#,
+];
+
+/// Prepared once for the whole file (preparing compiles the component).
+fn prepared() -> &'static [u8] {
+    static PREPARED: OnceLock<Vec<u8>> = OnceLock::new();
+    PREPARED.get_or_init(|| toolgate::prepare(Some(POLICY), CATALOG).unwrap())
+}
+
+fn prepared_engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| Engine::from_prepared(prepared(), Limits::default()).unwrap())
+}
+
+/// Everything a host reads from a rule set, for byte comparison.
+fn answers(rules: &toolgate::RuleSet) -> Vec<String> {
+    let mut out = vec![rules.revision().to_owned()];
+    for context in [
+        Context::default(),
+        Context::from_flags(toolgate::Surface::Direct, None, None),
+    ] {
+        out.push(rules.list_exposable(&context).unwrap());
+        for call in CALLS {
+            out.push(rules.evaluate(call.as_bytes(), &context).json);
+        }
+    }
+    out.extend(rules.findings().unwrap().iter().map(|f| format!("{f:?}")));
+    out
+}
+
+#[test]
+fn the_prepared_texts_decide_as_the_shipped_component_does() {
+    let shipped = Engine::cached().unwrap();
+    let expected = answers(&shipped.load(Some(POLICY), CATALOG).unwrap());
+    assert_eq!(
+        answers(&prepared_engine().load(Some(POLICY), CATALOG).unwrap()),
+        expected
+    );
+    // Twice from one engine: each rule set is its own instance of the snapshot.
+    assert_eq!(
+        answers(&prepared_engine().load(Some(POLICY), CATALOG).unwrap()),
+        expected
+    );
+}
+
+#[test]
+fn other_texts_load_as_ever_in_a_prepared_component() {
+    let shipped = Engine::cached().unwrap();
+    for (policy, catalog) in [(None, CATALOG), (Some(POLICY), OTHER_CATALOG), (None, OTHER_CATALOG)] {
+        assert_eq!(
+            answers(&prepared_engine().load(policy, catalog).unwrap()),
+            answers(&shipped.load(policy, catalog).unwrap()),
+            "{policy:?} {catalog}"
+        );
+    }
+    // A text the engine refuses is refused the same way.
+    let bad = "version: 1\ntool_policies:\n  send:\n    require_confirmation: \"true\"\n";
+    assert_eq!(
+        prepared_engine().load(Some(bad), CATALOG).unwrap_err(),
+        shipped.load(Some(bad), CATALOG).unwrap_err()
+    );
+}
+
+/// The prepared texts cost no load: under a fuel budget far below what
+/// loading them takes, the prepared component is ready and the shipped one
+/// stops with ENGINE_LIMIT. (Fuel counts instructions: no clock involved.)
+#[test]
+fn the_prepared_texts_are_not_loaded_again() {
+    let limits = Limits {
+        fuel: Some(Fuel {
+            load: 3_000_000,
+            load_per_input_byte: 0,
+            ..Fuel::default()
+        }),
+        ..Limits::default()
+    };
+    let shipped = Engine::from_component_bytes(COMPONENT, limits).unwrap();
+    let err = shipped.load(Some(POLICY), CATALOG).unwrap_err();
+    assert_eq!(err.code(), "ENGINE_LIMIT", "{err}");
+    let prepared = Engine::from_prepared(prepared(), limits).unwrap();
+    let rules = prepared.load(Some(POLICY), CATALOG).unwrap();
+    let expected = Engine::cached().unwrap().load(Some(POLICY), CATALOG).unwrap();
+    for call in CALLS {
+        assert_eq!(
+            rules.evaluate(call.as_bytes(), &Context::default()).json,
+            expected.evaluate(call.as_bytes(), &Context::default()).json
+        );
+    }
+    // Other texts are really loaded, so they hit the same budget.
+    let err = prepared.load(None, CATALOG).unwrap_err();
+    assert_eq!(err.code(), "ENGINE_LIMIT", "{err}");
+}
+
+#[test]
+fn a_prepared_rule_set_recovers_from_a_fault_with_the_same_answers() {
+    let rules = prepared_engine().load(Some(POLICY), CATALOG).unwrap();
+    let before = answers(&rules);
+    rules.inject_trap();
+    // A call large enough to grow the guest's memory, where the trap fires.
+    let call = format!(r#"{{"name":"lookup","arguments":{{"q":"{}"}}}}"#, "a".repeat(3 << 20));
+    let decision = rules.evaluate(call.as_bytes(), &Context::default());
+    assert_eq!(decision.code.as_deref(), Some("ENGINE_TRAP"), "{}", decision.json);
+    assert_eq!(answers(&rules), before);
+}
+
+#[test]
+fn only_components_this_build_prepared_are_accepted() {
+    let err = Engine::from_prepared(COMPONENT, Limits::default()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Component(why) if why.contains("not a component")),
+        "{err}"
+    );
+    // The origin is the section's last 8 bytes: another build's digest.
+    let mut other = prepared().to_vec();
+    let last = other.len() - 1;
+    other[last] ^= 0xff;
+    let err = Engine::from_prepared(&other, Limits::default()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Component(why) if why.contains("another build")),
+        "{err}"
+    );
+    assert!(Engine::precompile_prepared(&other).is_err());
+}
+
+#[test]
+fn preparing_rules_the_engine_refuses_fails_like_loading_them() {
+    let bad = "version: 1\nunknown_key: 1\n";
+    let shipped = Engine::cached().unwrap();
+    let Error::Load(expected) = shipped.load(Some(bad), CATALOG).unwrap_err() else {
+        panic!("not a load error")
+    };
+    match toolgate::prepare(Some(bad), CATALOG) {
+        Err(Error::Load(problem)) => assert_eq!(problem, expected),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn precompiled_prepared_code_loads_the_prepared_texts() {
+    let code = Engine::precompile_prepared(prepared()).unwrap();
+    let engine = Engine::from_precompiled(&code, Limits::default()).unwrap();
+    let shipped = Engine::cached().unwrap();
+    assert_eq!(
+        answers(&engine.load(Some(POLICY), CATALOG).unwrap()),
+        answers(&shipped.load(Some(POLICY), CATALOG).unwrap())
+    );
+}
