@@ -24,7 +24,7 @@ mod bindings {
 }
 
 mod prepare;
-pub use prepare::prepare;
+pub use prepare::{PREPARED_COMPONENT_FILE, PREPARED_CORE_MODULE_FILE, prepare, prepare_into};
 
 use bindings::exports::toolgate::policy::engine::{
     Confirmation as WitConfirmation, OpenedSeal as WitOpenedSeal, Origin as WitOrigin, Problem as WitProblem,

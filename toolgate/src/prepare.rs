@@ -71,7 +71,91 @@ pub fn prepare(policy: Option<&str>, catalog: &str) -> Result<Vec<u8>, Error> {
     Ok(prepared)
 }
 
+/// The prepared component's file in a directory [`prepare_into`] wrote.
+pub const PREPARED_COMPONENT_FILE: &str = "toolgate_policy.wasm";
+/// Its core module, for the JavaScript package (`Toolgate.load({ module })`
+/// in Node and edge workers), which instantiates the core module itself.
+pub const PREPARED_CORE_MODULE_FILE: &str = "toolgate_policy.core.wasm";
+
+/// [`prepare`], written into `dir` (created if missing): the prepared
+/// component ([`PREPARED_COMPONENT_FILE`]), its core module
+/// ([`PREPARED_CORE_MODULE_FILE`]) and, with `native`, its code for this
+/// machine under the name [`Engine::from_prepared_dir`] looks for. Returns
+/// the files written.
+pub fn prepare_into(
+    dir: &std::path::Path,
+    policy: Option<&str>,
+    catalog: &str,
+    native: bool,
+) -> Result<Vec<std::path::PathBuf>, Error> {
+    let prepared = prepare(policy, catalog)?;
+    let core = core_module(&prepared)?;
+    let mut files = vec![
+        (dir.join(PREPARED_COMPONENT_FILE), prepared.clone()),
+        (dir.join(PREPARED_CORE_MODULE_FILE), core),
+    ];
+    if native {
+        let engine = wasmtime_engine(false)?;
+        files.push((
+            dir.join(prepared_code_file_name(&engine)),
+            Engine::precompile_prepared(&prepared)?,
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::Component(format!("cannot create {}: {e}", dir.display())))?;
+    let mut written = Vec::new();
+    for (path, bytes) in files {
+        super::write_atomically(&path, &bytes)
+            .map_err(|e| Error::Component(format!("cannot write {}: {e}", path.display())))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// The name of a prepared component's native code for `engine`: this
+/// build's component digest and wasmtime's compatibility hash, so code
+/// another build or wasmtime made is never picked up.
+fn prepared_code_file_name(engine: &wasmtime::Engine) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    component_digest().hash(&mut hasher);
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    format!("toolgate_policy-prepared-{:016x}.cwasm", hasher.finish())
+}
+
+/// The component's main core module (the first), verbatim: what jco
+/// transpiles into `toolgate_policy.core.wasm`.
+fn core_module(component: &[u8]) -> Result<Vec<u8>, Error> {
+    for payload in wasmparser::Parser::new(0).parse_all(component) {
+        if let Ok(wasmparser::Payload::ModuleSection { unchecked_range, .. }) = payload {
+            return component
+                .get(unchecked_range)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| Error::Component("a core module outside the component".into()));
+        }
+    }
+    Err(Error::Component("the component has no core module".into()))
+}
+
 impl Engine {
+    /// The engine of a directory [`prepare_into`] wrote: its native code
+    /// when it was written for this build and machine (`native`), else the
+    /// prepared component, checked and compiled (seconds). The directory is
+    /// trusted like the executable: native code runs unchecked.
+    pub fn from_prepared_dir(dir: &std::path::Path, limits: Limits) -> Result<Engine, Error> {
+        if limits.fuel.is_none() {
+            let code = dir.join(prepared_code_file_name(&wasmtime_engine(false)?));
+            if code.is_file()
+                && let Ok(engine) = Engine::from_precompiled_file(&code, limits)
+            {
+                return Ok(engine);
+            }
+        }
+        let path = dir.join(PREPARED_COMPONENT_FILE);
+        let prepared =
+            std::fs::read(&path).map_err(|e| Error::Component(format!("cannot read {}: {e}", path.display())))?;
+        Engine::from_prepared(&prepared, limits)
+    }
+
     /// Compiles a component [`prepare`] made (seconds: prefer
     /// [`Engine::precompile_prepared`] at deploy time and
     /// [`Engine::from_precompiled_file`] at start). Refused with

@@ -70,6 +70,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Loads a policy and catalog once and writes the engine with them
+    /// already loaded (a prepared component): a later load of exactly these
+    /// texts is ready at once in every runtime; any other text loads as
+    /// ever. Prints the files written.
+    Prepare(PrepareArgs),
     /// Compiles the component for this machine and ships it beside this
     /// executable, where every later start loads it instead of compiling
     /// (packaging runs this once per binary). Prints the file written.
@@ -98,6 +103,28 @@ struct RulesArgs {
     /// The route's allowlist of tool names, comma-separated. Absent: all.
     #[arg(long)]
     allow: Option<String>,
+    /// A directory `toolgate prepare` wrote: its engine is used (the same decisions; ready at
+    /// once when --policy and --catalog are the texts it was prepared with).
+    #[arg(long, value_name = "DIR")]
+    prepared: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct PrepareArgs {
+    /// The policy file. Without it the catalog's own fields decide.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The catalog file.
+    #[arg(long)]
+    catalog: PathBuf,
+    /// The directory to write: toolgate_policy.wasm (the prepared component: the Rust SDK's
+    /// `Engine::from_prepared_dir`, `--prepared DIR` here, Python's `TOOLGATE_COMPONENT`) and
+    /// toolgate_policy.core.wasm (its core module: `Toolgate.load({ module })` in Node and workers).
+    #[arg(long)]
+    out: PathBuf,
+    /// Also write the prepared component's code for this machine (loaded instead of compiling).
+    #[arg(long)]
+    native: bool,
 }
 
 #[derive(Args, Debug)]
@@ -269,6 +296,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let name = std::ffi::OsString::from("toolgate proxy");
             Ok(toolgate_proxy::main_with(std::iter::once(name).chain(args)))
         }
+        Command::Prepare(args) => {
+            let policy = args.policy.as_deref().map(read_text).transpose()?;
+            let catalog = read_text(&args.catalog)?;
+            match toolgate::prepare_into(&args.out, policy.as_deref(), &catalog, args.native) {
+                Ok(files) => {
+                    for file in files {
+                        println!("{}", file.display());
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(Error::Load(problem)) => {
+                    eprintln!(
+                        "toolgate: {}: {}",
+                        location(&problem, args.policy.as_deref(), &args.catalog.display().to_string()),
+                        problem_text(&problem)
+                    );
+                    Ok(ExitCode::from(EXIT_LOAD))
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
         Command::Precompile { out } => {
             let written = match out {
                 Some(file) if !file.is_dir() => {
@@ -340,7 +388,10 @@ fn problem_text(problem: &toolgate::Problem) -> String {
 fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<ExitCode>) -> Result<ExitCode> {
     let policy = args.policy.as_deref().map(read_text).transpose()?;
     let catalog = read_text(&args.catalog)?;
-    let engine = Engine::cached()?;
+    let engine = match &args.prepared {
+        Some(dir) => Engine::from_prepared_dir(dir, toolgate::Limits::default())?,
+        None => Engine::cached()?,
+    };
     match engine.load(policy.as_deref(), &catalog) {
         Ok(rules) => f(&rules, &args.context()),
         Err(Error::Load(problem)) => {
