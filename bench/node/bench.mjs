@@ -81,14 +81,16 @@ const option = (name) => {
   return v;
 };
 for (const a of argv) {
-  if (a.startsWith('--') && !['--data', '--json', '--quick', '--smoke', '--scales'].includes(a)) {
-    fail(`unknown option ${a}\nusage: node bench/node/bench.mjs --data DIR [--quick|--smoke] [--scales 34,1000] [--json OUT]`);
+  if (a.startsWith('--') && !['--data', '--json', '--quick', '--smoke', '--scales', '--prepared'].includes(a)) {
+    fail(`unknown option ${a}\nusage: node bench/node/bench.mjs --data DIR [--quick|--smoke] [--scales 34,1000] [--json OUT] [--prepared DIR]`);
   }
 }
 /** Catalog sizes to run (`--scales 34,1000`; bench/run --smoke runs only 34). */
 const SCALES = (option('--scales') ?? '34,1000,10000').split(',');
 const dataDir = resolve(option('--data') ?? join(repoDir, 'target', 'bench-data'));
 const jsonOut = option('--json');
+/** A directory `toolgate prepare` wrote for the 34-tool catalog and policy.yaml (bench/run): `load node-prepared`. */
+const preparedDir = option('--prepared');
 const mode = argv.includes('--smoke') ? 'smoke' : argv.includes('--quick') ? 'quick' : 'default';
 /** rounds; sliceMs: wall time of one contender's slice of a round; warmupMs: per contender; coldRuns: fresh processes. */
 const BUDGETS = {
@@ -373,12 +375,12 @@ function race(contenders) {
  * @param {string} scale
  * @returns {{ tools: number, toolgateNs: number, cedarNs: number }}
  */
-function readyToDecide(catalogText, scale) {
+function readyToDecide(catalogText, scale, coreModule = module) {
   const names = /** @type {{ tools: { name: string }[] }} */ (JSON.parse(catalogText)).tools.map((t) => t.name);
   const firstCalls = names.map((name) => encoder.encode(`{"name":${JSON.stringify(name)},"arguments":{}}`));
   const context = contexts[0];
   const t0 = nowNs();
-  const gate = Toolgate.fromModule({ module, policy, catalog: catalogText });
+  const gate = Toolgate.fromModule({ module: coreModule, policy, catalog: catalogText });
   const decisions = firstCalls.map((call) => gate.evaluate(call, context));
   const toolgateNs = Number(nowNs() - t0);
   gate.close();
@@ -442,6 +444,25 @@ for (const scale of SCALES) {
   const ready = { ...readyToDecide(text(join(dir, 'catalog.json')), scale), entitiesMapMs };
   loaded.push({ scale, gate, gateStructural, loadMs, loadStructuralMs, contenders, ready });
   process.stderr.write(`bench/node: ${scale} tools loaded (${Math.round(loadMs)} ms, structural ${Math.round(loadStructuralMs)} ms), every call agrees\n`);
+}
+
+// ---- a prepared engine (`toolgate prepare`): the seed ready without loading ----
+/** @type {{ tools: number, toolgateNs: number, cedarNs: number } | null} */
+let preparedReady = null;
+if (preparedDir) {
+  const seedCatalog = text(join(dataDir, '34', 'catalog.json'));
+  const preparedModule = await WebAssembly.compile(readFileSync(join(preparedDir, 'toolgate_policy.core.wasm')));
+  // The same bytes as the package's module, checked before it is timed.
+  const shipped = Toolgate.fromModule({ module, policy, catalog: seedCatalog });
+  const prepared = Toolgate.fromModule({ module: preparedModule, policy, catalog: seedCatalog });
+  mix.forEach((m, i) => {
+    const [a, b] = [prepared.evaluate(callBytes[i], contexts[i]).json, shipped.evaluate(callBytes[i], contexts[i]).json];
+    if (a !== b) fail(`the prepared and the package's module disagree on \`${m.call_json}\`:\n${a}\n${b}`);
+  });
+  shipped.close();
+  prepared.close();
+  // Warm, as the package's module is when its `load node` line is timed.
+  preparedReady = readyToDecide(seedCatalog, '34', preparedModule);
 }
 
 // ---- one race: every contender at every scale, round-robin ----------------------
@@ -566,6 +587,10 @@ out.push(`cold start, median of ${cold.runs} fresh process(es): ${cold.toolgate_
 // The machine-readable lines (docs/benchmarks.md): ready to decide per scale, cold start.
 for (const r of rows) {
   out.push(`load node ${r.ready.tools} ${r.ready.toolgateNs} ${r.ready.cedarNs} ${(r.ready.toolgateNs / r.ready.cedarNs).toFixed(3)}`);
+}
+if (preparedReady) {
+  const r = preparedReady;
+  out.push(`load node-prepared ${r.tools} ${r.toolgateNs} ${r.cedarNs} ${(r.toolgateNs / r.cedarNs).toFixed(3)}`);
 }
 out.push(`cold node ${cold.toolgate_ms.toFixed(1)}`);
 out.push(`cold node-bare ${cold.bare_ms.toFixed(1)}`);

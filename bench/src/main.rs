@@ -301,6 +301,23 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
         };
         let component_ready = component_ready_on(&fast)?;
         let mut lines = vec![("rust-native", native_ready), ("rust-wasmtime", component_ready)];
+        // A component prepared with these texts (`toolgate prepare`): the
+        // same decisions (checked), ready without loading. Preparing compiles
+        // the component twice, so the 10 000-tool scale is left out.
+        if size <= 1_000 && component_path.is_none() {
+            let prepared = toolgate::prepare(Some(workload::POLICY), &catalog)?;
+            let code = toolgate::Engine::precompile_prepared(&prepared)?;
+            let engine = toolgate::Engine::from_precompiled(&code, toolgate::Limits::default())?;
+            let check = engine.load(Some(workload::POLICY), &catalog)?;
+            for call in &first_calls {
+                let (a, b) = (check.evaluate_raw(call, &context), component.evaluate_raw(call, &context));
+                if a.json != b.json {
+                    return Err(format!("prepared and shipped component disagree:\n{}\n{}", a.json, b.json).into());
+                }
+            }
+            drop(check);
+            lines.push(("rust-wasmtime-prepared", component_ready_on(&engine)?));
+        }
         // The trade-off of the host backstop (toolgate::Limits): the same,
         // with wasmtime fuel instead of the default deadline.
         if let Some(fueled) = &fueled {
