@@ -310,7 +310,10 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
             let engine = toolgate::Engine::from_precompiled(&code, toolgate::Limits::default())?;
             let check = engine.load(Some(workload::POLICY), &catalog)?;
             for call in &first_calls {
-                let (a, b) = (check.evaluate_raw(call, &context), component.evaluate_raw(call, &context));
+                let (a, b) = (
+                    check.evaluate_raw(call, &context),
+                    component.evaluate_raw(call, &context),
+                );
                 if a.json != b.json {
                     return Err(format!("prepared and shipped component disagree:\n{}\n{}", a.json, b.json).into());
                 }
