@@ -381,6 +381,37 @@ print(json.dumps({"decision": json.loads(decision), "phases_ms": {k: v * 1e3 for
 """
 
 
+# A child with TOOLGATE_COMPONENT set to a prepared component (`toolgate prepare`):
+# loads once (the prepared component's code is compiled or mapped from the cache),
+# then times a fresh load + the first decision on every tool, as toolgate_ready does.
+PREPARED_SCRIPT = r"""
+import json, sys, time
+from mcp_toolgate import RuleSet
+policy = open(sys.argv[1], encoding="utf-8").read()
+catalog = open(sys.argv[2], encoding="utf-8").read()
+context, load_fuel = sys.argv[3], int(sys.argv[4])
+calls = [f'{{"name":{json.dumps(t["name"])},"arguments":{{}}}}'.encode() for t in json.loads(catalog)["tools"]]
+RuleSet.load(catalog=catalog, policy=policy, load_fuel=load_fuel)
+t = time.perf_counter_ns()
+rules = RuleSet.load(catalog=catalog, policy=policy, load_fuel=load_fuel)
+decisions = [rules.evaluate_json(call, context) for call in calls]
+took = time.perf_counter_ns() - t
+print(json.dumps({"ns": took, "decisions": decisions}))
+"""
+
+
+def prepared_ready(data: Path, prepared: Path, context: str) -> tuple[int, list[str]]:
+    """ns to a seed rule set ready to decide with a prepared component, and its first decisions."""
+    env = {**os.environ, "TOOLGATE_COMPONENT": str(prepared / "toolgate_policy.wasm")}
+    args = [str(data / "policy.yaml"), str(data / "34" / "catalog.json"), context, str(LOAD_FUEL)]
+    stdout, _ = spawn_timed(["-c", PREPARED_SCRIPT, *args], env)
+    try:
+        child = json.loads(stdout)
+        return int(child["ns"]), list(child["decisions"])
+    except (ValueError, KeyError, TypeError):
+        raise BenchError(f"the prepared child printed {stdout!r}") from None
+
+
 def spawn_timed(args: list[str], env: dict[str, str]) -> tuple[str, float]:
     """stdout of `python ARGS` and its wall time in seconds, spawn to exit."""
     t = time.perf_counter()
@@ -449,7 +480,7 @@ def check_agreement(
                 )
 
 
-def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
+def run(data: Path, budget: Budget, scales: list[str], prepared: Path | None = None) -> dict[str, Any]:
     start: dict[str, Any] = {}
     _, took = timed(lambda: __import__("mcp_toolgate"))
     start["import_toolgate_ms"] = ms(took)
@@ -593,6 +624,17 @@ def run(data: Path, budget: Budget, scales: list[str]) -> dict[str, Any]:
             f"Cedar {cedar_ready_ns / 1e6:.1f} ms",
             flush=True,
         )
+    if prepared is not None and "34" in results:
+        seed = read_text(data / "34" / "catalog.json")
+        seed_calls = first_calls(seed)
+        expected = [RuleSet.load(catalog=seed, policy=policy).evaluate_json(c, context) for c in seed_calls]
+        ready_ns, decisions = prepared_ready(data, prepared, context)
+        if decisions != expected:
+            raise BenchError("the prepared component and the package's decide differently on the seed")
+        cedar_ready_ns = results["34"]["cedar_ready_ns"]
+        results["34"]["toolgate_prepared_ready_ns"] = ready_ns
+        ratio = ready_ns / cedar_ready_ns
+        load_lines.append(f"load python-prepared {len(seed_calls)} {ready_ns} {cedar_ready_ns} {ratio:.3f}")
     if "34" in results:
         start["seed_load_ms"] = results["34"]["toolgate_load_ms"]
     for scale in ("1000", "10000"):
@@ -643,6 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--smoke", action="store_true", help="one short round: it works and the engines agree")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the figures as JSON")
     parser.add_argument("--scales", default=",".join(SCALES), help="comma-separated (default: 34,1000,10000)")
+    parser.add_argument(
+        "--prepared", type=Path, metavar="DIR", help="what `toolgate prepare` wrote for the seed: load python-prepared"
+    )
     args = parser.parse_args(argv)
     budget = BUDGETS["smoke" if args.smoke else "quick" if args.quick else "default"]
     scales = [s for s in args.scales.split(",") if s]
@@ -654,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = tempfile.mkdtemp(prefix="toolgate-bench-cache-")
     os.environ["TOOLGATE_CACHE_DIR"] = cache
     try:
-        out = run(args.data, budget, scales)
+        out = run(args.data, budget, scales, args.prepared)
     except BenchError as e:
         print(f"bench/python: {e}", file=sys.stderr)
         return 1

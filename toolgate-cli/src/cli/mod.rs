@@ -306,14 +306,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     }
                     Ok(ExitCode::SUCCESS)
                 }
-                Err(Error::Load(problem)) => {
-                    eprintln!(
-                        "toolgate: {}: {}",
-                        location(&problem, args.policy.as_deref(), &args.catalog.display().to_string()),
-                        problem_text(&problem)
-                    );
-                    Ok(ExitCode::from(EXIT_LOAD))
-                }
+                Err(Error::Load(problem)) => Ok(load_refused(&problem, args.policy.as_deref(), &args.catalog)),
                 Err(e) => Err(e.into()),
             }
         }
@@ -394,16 +387,19 @@ fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<Exi
     };
     match engine.load(policy.as_deref(), &catalog) {
         Ok(rules) => f(&rules, &args.context()),
-        Err(Error::Load(problem)) => {
-            eprintln!(
-                "toolgate: {}: {}",
-                location(&problem, args.policy.as_deref(), &args.catalog.display().to_string()),
-                problem_text(&problem)
-            );
-            Ok(ExitCode::from(EXIT_LOAD))
-        }
+        Err(Error::Load(problem)) => Ok(load_refused(&problem, args.policy.as_deref(), &args.catalog)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// A policy or catalog the engine refused: `FILE:LINE:COL: message (CODE)`, exit 2.
+fn load_refused(problem: &toolgate::Problem, policy: Option<&Path>, catalog: &Path) -> ExitCode {
+    eprintln!(
+        "toolgate: {}: {}",
+        location(problem, policy, &catalog.display().to_string()),
+        problem_text(problem)
+    );
+    ExitCode::from(EXIT_LOAD)
 }
 
 /// One decision per call: `--call`, else each non-blank stdin line. A line
