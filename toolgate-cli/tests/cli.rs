@@ -451,3 +451,84 @@ fn world_writable_native_code_beside_the_binary_is_not_loaded() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `toolgate prepare` writes the engine with the rules loaded; `--prepared`
+/// answers byte for byte as the shipped engine, for its texts and others.
+#[test]
+fn a_prepared_engine_answers_as_the_shipped_one() {
+    let dir = std::env::temp_dir().join(format!("toolgate-cli-prepared-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out_dir = dir.to_str().unwrap();
+    let (policy, catalog) = (plans("tool_policies.yaml"), plans("catalog.json"));
+    let out = run(
+        &[
+            "prepare",
+            "--policy",
+            &policy,
+            "--catalog",
+            &catalog,
+            "--out",
+            out_dir,
+            "--native",
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let written: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(written.len(), 3, "{written:?}");
+    assert!(written.iter().all(|f| std::path::Path::new(f).is_file()), "{written:?}");
+    let calls = b"{\"name\":\"alterar_plano\",\"arguments\":{}}\n{\"name\":\"consultar_plano\",\"arguments\":{\"customer_id\":\"c-1\"}}\nnot json\n";
+    for args in [
+        vec!["eval", "--policy", &policy, "--catalog", &catalog],
+        vec!["eval", "--catalog", &catalog],
+        vec![
+            "list",
+            "--policy",
+            &policy,
+            "--catalog",
+            &catalog,
+            "--surface",
+            "direct",
+        ],
+    ] {
+        let shipped = run(&args, calls);
+        let prepared = run(&[args.as_slice(), &["--prepared", out_dir]].concat(), calls);
+        assert!(shipped.status.success());
+        assert_eq!(prepared.stdout, shipped.stdout, "{args:?}");
+        assert_eq!(prepared.status.code(), shipped.status.code());
+    }
+    // Refused rules are refused when preparing, as when loading.
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "version: 1\nunknown_key: 1\n").unwrap();
+    let out = run(
+        &[
+            "prepare",
+            "--policy",
+            bad.to_str().unwrap(),
+            "--catalog",
+            &catalog,
+            "--out",
+            out_dir,
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("(POLICY_UNKNOWN_KEY)"));
+    // A directory without a prepared component is an error, never the shipped engine.
+    let out = run(
+        &[
+            "eval",
+            "--catalog",
+            &catalog,
+            "--prepared",
+            dir.join("nothing").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
