@@ -573,9 +573,14 @@ fn main() -> Result<(), Error> {
         }
         // A component prepared with the seed (toolgate::prepare), against the
         // shipped one, alternating in one run.
+        // `profile-prepared-load N [CATALOG_FILE]` (default: the seed).
         Some("profile-prepared-load") => {
             let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100);
-            let (prepared, took) = timed(|| toolgate::prepare(Some(workload::POLICY), workload::SEED_CATALOG));
+            let catalog = match args.get(2) {
+                Some(path) => std::fs::read_to_string(path)?,
+                None => workload::SEED_CATALOG.to_owned(),
+            };
+            let (prepared, took) = timed(|| toolgate::prepare(Some(workload::POLICY), &catalog));
             let prepared = prepared?;
             println!("prepare {:.0} ms, {} bytes", ms(took), prepared.len());
             let prepared = toolgate::Engine::from_prepared(&prepared, toolgate::Limits::default())?;
@@ -584,7 +589,7 @@ fn main() -> Result<(), Error> {
                 for (name, engine) in [("shipped", &shipped), ("prepared", &prepared)] {
                     let (_, took) = timed(|| {
                         for _ in 0..n {
-                            black_box(engine.load(Some(workload::POLICY), workload::SEED_CATALOG).ok());
+                            black_box(engine.load(Some(workload::POLICY), &catalog).ok());
                         }
                     });
                     println!("round {round} {name} load {:.3} ms", ms(took) / n as f64);

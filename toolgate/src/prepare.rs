@@ -57,6 +57,9 @@ pub fn prepare(policy: Option<&str>, catalog: &str) -> Result<Vec<u8>, Error> {
     // part of a snapshot.
     handle.resource_drop(&mut store).map_err(component_error)?;
     limits.call_backstop().arm(&mut store)?;
+    // Wizer reads each memory whole through one call: allow up to the
+    // memory cap (wasmtime's default, 128 MiB, is less than a large load's).
+    store.set_hostcall_fuel(limits.max_memory_bytes);
     let mut state = GuestState {
         store: &mut store,
         instance,
