@@ -28,10 +28,19 @@ fn main() {
     } else {
         shipped(&manifest, &out)
     };
-    if let Err(e) = result {
+    if let Err(e) = result.and_then(|()| write_digest(&out, &out_dir.join("toolgate_policy.sha256"))) {
         println!("cargo:warning=toolgate: {e}");
         std::process::exit(1);
     }
+}
+
+/// The component's SHA-256, embedded beside it: prepared components name
+/// their origin by it (`toolgate:prepared-from`), a digest the npm and
+/// Python packages compute the same way for the component they carry.
+fn write_digest(component: &Path, out: &Path) -> Result<(), String> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(component).map_err(|e| format!("{}: {e}", component.display()))?;
+    std::fs::write(out, Sha256::digest(&bytes)).map_err(|e| format!("{}: {e}", out.display()))
 }
 
 fn from_source(root: &Path, out: &Path) -> Result<(), String> {

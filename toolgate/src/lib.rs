@@ -24,7 +24,7 @@ mod bindings {
 }
 
 mod prepare;
-pub use prepare::{PREPARED_COMPONENT_FILE, PREPARED_CORE_MODULE_FILE, prepare, prepare_into};
+pub use prepare::{PREPARED_COMPONENT_FILE, PREPARED_CORE_MODULE_FILE, PREPARED_FROM, prepare, prepare_into};
 
 use bindings::exports::toolgate::policy::engine::{
     Confirmation as WitConfirmation, OpenedSeal as WitOpenedSeal, Origin as WitOrigin, Problem as WitProblem,
@@ -39,6 +39,11 @@ use wasmtime::{ResourceLimiter, Store, Trap};
 
 /// The component built from this workspace, embedded at build time.
 pub static COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.wasm"));
+
+/// The SHA-256 of [`COMPONENT`] (computed at build time): the origin a
+/// prepared component names in its `toolgate:prepared-from` section, the
+/// same bytes in every runtime's check.
+pub static COMPONENT_SHA256: &[u8; 32] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_policy.sha256"));
 
 /// The WIT contract version this host speaks; checked against the component.
 pub const CONTRACT_VERSION: &str = "0.2.0";

@@ -11,7 +11,8 @@
 //! component is therefore only ever faster, never different.
 
 use super::{
-    COMPONENT, Engine, Error, HostState, Limits, bindings, component_digest, component_error, wasmtime_engine,
+    COMPONENT, COMPONENT_SHA256, Engine, Error, HostState, Limits, bindings, component_digest, component_error,
+    wasmtime_engine,
 };
 use std::future::Future;
 use std::task::{Context as TaskContext, Poll, Waker};
@@ -19,8 +20,11 @@ use wasmtime::component::{Component, Instance, Lift, Linker, WasmList};
 use wasmtime::{ResourceLimiter, Store};
 use wasmtime_wizer::{ComponentInstanceState, Wizer};
 
-/// The custom section naming the component a prepared one was made from.
-const PREPARED_FROM: &str = "toolgate:prepared-from";
+/// The custom section naming the component a prepared one was made from:
+/// its SHA-256 ([`COMPONENT_SHA256`]), on the prepared component and on the
+/// core module [`prepare_into`] writes, so the Node and Python packages
+/// refuse one made from another build as this SDK does.
+pub const PREPARED_FROM: &str = "toolgate:prepared-from";
 
 /// The embedded component with `policy` and `catalog` loaded into its
 /// memory: a portable component (any runtime loads it as it loads
@@ -70,7 +74,7 @@ pub fn prepare(policy: Option<&str>, catalog: &str) -> Result<Vec<u8>, Error> {
         return Err(Error::Component(format!("reading the guest's state: {failure}")));
     }
     let mut prepared = snapshot.map_err(component_error)?;
-    append_custom_section(&mut prepared, PREPARED_FROM, &component_digest().to_le_bytes());
+    append_custom_section(&mut prepared, PREPARED_FROM, COMPONENT_SHA256);
     Ok(prepared)
 }
 
@@ -92,7 +96,8 @@ pub fn prepare_into(
     native: bool,
 ) -> Result<Vec<std::path::PathBuf>, Error> {
     let prepared = prepare(policy, catalog)?;
-    let core = core_module(&prepared)?;
+    let mut core = core_module(&prepared)?;
+    append_custom_section(&mut core, PREPARED_FROM, COMPONENT_SHA256);
     let mut files = vec![
         (dir.join(PREPARED_COMPONENT_FILE), prepared.clone()),
         (dir.join(PREPARED_CORE_MODULE_FILE), core),
@@ -181,7 +186,6 @@ impl Engine {
 
 /// Whether `prepared` names this build's component as its origin.
 fn check_prepared_here(prepared: &[u8]) -> Result<(), Error> {
-    let expected = component_digest().to_le_bytes();
     let mut found = None;
     for payload in wasmparser::Parser::new(0).parse_all(prepared) {
         if let Ok(wasmparser::Payload::CustomSection(section)) = payload
@@ -191,7 +195,7 @@ fn check_prepared_here(prepared: &[u8]) -> Result<(), Error> {
         }
     }
     match found {
-        Some(digest) if digest == expected => Ok(()),
+        Some(digest) if digest == COMPONENT_SHA256 => Ok(()),
         Some(_) => Err(Error::Component(
             "prepared from another build's component: prepare it again with this build".into(),
         )),

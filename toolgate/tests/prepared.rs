@@ -139,7 +139,7 @@ fn only_components_this_build_prepared_are_accepted() {
         matches!(&err, Error::Component(why) if why.contains("not a component")),
         "{err}"
     );
-    // The origin is the section's last 8 bytes: another build's digest.
+    // The origin is the section's last 32 bytes: another build's SHA-256.
     let mut other = prepared().to_vec();
     let last = other.len() - 1;
     other[last] ^= 0xff;
@@ -149,6 +149,35 @@ fn only_components_this_build_prepared_are_accepted() {
         "{err}"
     );
     assert!(Engine::precompile_prepared(&other).is_err());
+}
+
+/// The `toolgate:prepared-from` sections of a component or core module.
+fn origins(wasm: &[u8]) -> Vec<Vec<u8>> {
+    wasmparser::Parser::new(0)
+        .parse_all(wasm)
+        .filter_map(|payload| match payload {
+            Ok(wasmparser::Payload::CustomSection(s)) if s.name() == toolgate::PREPARED_FROM => Some(s.data().to_vec()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn both_prepared_files_name_the_shipped_components_sha256() {
+    use sha2::{Digest, Sha256};
+    let sha256 = Sha256::digest(COMPONENT).to_vec();
+    assert_eq!(&sha256[..], &toolgate::COMPONENT_SHA256[..]);
+    let dir = std::env::temp_dir().join(format!("toolgate-prepared-origin-{}", std::process::id()));
+    let written = toolgate::prepare_into(&dir, Some(POLICY), CATALOG, false).unwrap();
+    let component = std::fs::read(dir.join(toolgate::PREPARED_COMPONENT_FILE)).unwrap();
+    let core = std::fs::read(dir.join(toolgate::PREPARED_CORE_MODULE_FILE)).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(written.len(), 2);
+    // The component's section is its own (the core module inside carries
+    // none); the core module written beside it carries one as well.
+    assert_eq!(origins(&component), vec![sha256.clone()]);
+    assert_eq!(origins(&core), vec![sha256]);
+    assert!(origins(COMPONENT).is_empty());
 }
 
 #[test]
