@@ -24,7 +24,7 @@ export const PLATFORM_PACKAGES = /** @type {Record<string, string>} */ ({
 });
 
 /** The subcommands of the Rust CLI that only the native binary has. */
-export const NATIVE_COMMANDS = new Set(['proxy', 'init', 'pin', 'check', 'test', 'demo', 'precompile']);
+export const NATIVE_COMMANDS = new Set(['proxy', 'init', 'pin', 'check', 'test', 'demo', 'precompile', 'prepare']);
 
 /** True on Linux with a C library other than glibc (musl: Alpine). */
 function isMuslLinux() {

@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 // `toolgate` from npm. `eval` and `list` are answered here, in JS, with the
 // Rust CLI's flags and byte-identical output:
-//   toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
+//   toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2] [--prepared DIR]
 //   toolgate list (same flags)
-// Every other command (proxy, init, pin, check, test, demo, precompile, help,
+// (--prepared DIR: the core module `toolgate prepare` wrote there.)
+// Every other command (proxy, init, pin, check, test, demo, precompile, prepare, help,
 // --version, …) is the native Rust binary's: from the platform package
 // `@toolgate/<os>-<arch>` npm installed with this one, or `$TOOLGATE_BINARY`
 // (bin/native.mjs). Without one, `help` and `--version` are answered here and
 // a native command is refused naming the missing package (exit 2).
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { EX_NO_BINARY, NATIVE_COMMANDS, findNativeBinary, runNative } from './native.mjs';
 
 const JS_COMMANDS = new Set(['eval', 'list']);
@@ -31,13 +33,15 @@ if (!JS_COMMANDS.has(/** @type {string} */ (argv[0]))) {
 
 const { Toolgate, LoadError } = await import('../src/index.js');
 
-const USAGE = `usage: toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
-       toolgate list [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2]
+const USAGE = `usage: toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2] [--prepared DIR]
+       toolgate list [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2] [--prepared DIR]
 
 eval reads one call per line on stdin ({"name":...,"arguments":{...}}) and prints one decision per line.
 list prints the tools/list result the context may see.
+--prepared DIR uses the engine \`toolgate prepare\` wrote to DIR (its toolgate_policy.core.wasm):
+the same decisions, ready at once for the texts it was prepared with.
 
-proxy, init, pin, check, test, demo, precompile: the native toolgate (the package
+proxy, init, pin, check, test, demo, precompile, prepare: the native toolgate (the package
 @toolgate/<os>-<arch>, installed with this one, or $TOOLGATE_BINARY).
 `;
 
@@ -68,7 +72,7 @@ function parseArgs(argv) {
   if (command !== 'eval' && command !== 'list') usageError(command === undefined ? 'missing command' : `unknown command ${JSON.stringify(command)}`);
   /** @type {Record<string, string>} */
   const flags = {};
-  const known = new Set(['--policy', '--catalog', '--surface', '--scopes', '--allow']);
+  const known = new Set(['--policy', '--catalog', '--surface', '--scopes', '--allow', '--prepared']);
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i];
     if (arg === '--help' || arg === '-h') {
@@ -100,7 +104,7 @@ function parseArgs(argv) {
   const context = { surface };
   if (flags['--scopes'] !== undefined) context.scopes = list(flags['--scopes']);
   if (flags['--allow'] !== undefined) context.allowed_tools = list(flags['--allow']);
-  return { command, policyPath: flags['--policy'], catalogPath: flags['--catalog'], context: JSON.stringify(context) };
+  return { command, policyPath: flags['--policy'], catalogPath: flags['--catalog'], preparedDir: flags['--prepared'], context: JSON.stringify(context) };
 }
 
 /** How Rust prints the common I/O errors. */
@@ -128,6 +132,22 @@ function readText(/** @type {string} */ path) {
   }
 }
 
+/**
+ * The prepared core module in `dir` (a directory \`toolgate prepare\` wrote);
+ * one that cannot be read is an error (exit 2), never the shipped engine.
+ * @param {string} dir
+ */
+function readPrepared(dir) {
+  const path = join(dir, 'toolgate_policy.core.wasm');
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    const err = /** @type {any} */ (e);
+    process.stderr.write(`toolgate: the policy component is unusable: cannot read ${path}: ${OS_ERRORS[err.code] ?? err.message}\n`);
+    process.exit(EX_LOAD);
+  }
+}
+
 /** Every byte of a line is ASCII whitespace (as Rust's `u8::is_ascii_whitespace`). */
 function isBlank(/** @type {Uint8Array} */ line) {
   for (const b of line) {
@@ -140,9 +160,10 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const policy = args.policyPath === undefined ? undefined : readText(args.policyPath);
   const catalog = readText(args.catalogPath);
+  const module = args.preparedDir === undefined ? undefined : readPrepared(args.preparedDir);
   let gate;
   try {
-    gate = await Toolgate.load({ policy, catalog });
+    gate = await Toolgate.load({ policy, catalog, module });
   } catch (e) {
     if (e instanceof LoadError) {
       const file = e.origin === 'policy' && args.policyPath !== undefined ? args.policyPath : args.catalogPath;

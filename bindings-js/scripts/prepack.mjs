@@ -12,7 +12,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const pkgDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const shipped = ['gen/toolgate_policy.js', 'gen/toolgate_policy.core.wasm', 'gen/BUILD.json'];
+const shipped = ['gen/toolgate_policy.js', 'gen/toolgate_policy.core.wasm', 'gen/BUILD.json', 'src/origin.js'];
 const missing = () => shipped.filter((f) => !existsSync(join(pkgDir, f)));
 
 function fail(/** @type {string} */ msg) {

@@ -14,7 +14,7 @@
 import { HOST_FAULTS, MAX_INPUT_BYTES } from './faults.js';
 import { CONTRACT_VERSION } from './contract.js';
 import { FASTPATH_BY_ENV, injectTrap, kHideFromAbi } from './abi.js';
-import { findingFromWit, getDefaultModule, isMeterTrap, loadEngine, now, problemOf, setDefaultModule } from './runtime.js';
+import { checkPreparedOrigin, findingFromWit, getDefaultModule, isMeterTrap, loadEngine, now, problemOf, setDefaultModule } from './runtime.js';
 import { callBytes, contextJson, limitOption, u64, utf8Length, witConfirmation } from './inputs.js';
 import { CallOutcome, Decision, FAULT_DECISIONS, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
 import { EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
@@ -121,6 +121,7 @@ export class Toolgate {
     if (Array.isArray(hide)) this.#hide = hide.map(String);
     this.maxMemoryBytes = limitOption(rules.maxMemoryBytes, 'maxMemoryBytes', DEFAULT_MAX_MEMORY_BYTES);
     this.deadlineMs = limitOption(rules.deadlineMs, 'deadlineMs', DEFAULT_DEADLINE_MS);
+    checkPreparedOrigin(module);
     this.#module = module;
     this.#policy = rules.policy ?? undefined;
     this.#catalog = rules.catalog;

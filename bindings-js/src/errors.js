@@ -91,6 +91,19 @@ export class ContractVersionError extends ToolgateError {
 }
 
 /**
+ * The core module is not one this package can use: a prepared one
+ * (`toolgate prepare`) made from another build's component.
+ * @extends {ToolgateError<'COMPONENT_INVALID'>}
+ */
+export class ComponentError extends ToolgateError {
+  /** @param {string} message */
+  constructor(message) {
+    super('COMPONENT_INVALID', message);
+    this.name = 'ComponentError';
+  }
+}
+
+/**
  * The engine could not answer (SPEC §7); nothing was decided. `code` is the
  * host fault: `ENGINE_TRAP`, `ENGINE_LIMIT` or `ENGINE_OUT_OF_MEMORY`.
  * @template {'ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY'} [C='ENGINE_TRAP' | 'ENGINE_LIMIT' | 'ENGINE_OUT_OF_MEMORY']

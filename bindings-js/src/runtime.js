@@ -3,7 +3,8 @@
 // failures apart (a problem, the guest meter, a trap). No Node API is used.
 import { CONTRACT_VERSION } from './contract.js';
 import { checkedFastPath, instantiateComponent } from './abi.js';
-import { ContractVersionError, EngineLimitError, EngineOutOfMemoryError, EngineTrapError, LoadError } from './errors.js';
+import { COMPONENT_SHA256 } from './origin.js';
+import { ComponentError, ContractVersionError, EngineLimitError, EngineOutOfMemoryError, EngineTrapError, LoadError } from './errors.js';
 
 /** @typedef {import('./errors.js').Problem} Problem */
 
@@ -28,6 +29,31 @@ export function setDefaultModule(provider) {
 /** The runtime's default core module, or null when no entry point set one. */
 export function getDefaultModule() {
   return defaultModule ? defaultModule() : null;
+}
+
+/** The custom section a prepared core module names its component in (as the Rust SDK's `PREPARED_FROM`). */
+export const PREPARED_FROM = 'toolgate:prepared-from';
+
+/** Modules whose origin was checked: a check per module, not per load. */
+const checkedOrigins = new WeakSet();
+
+/**
+ * Refuses a prepared core module made from another build's component: its
+ * snapshot holds that build's engine state, which this package's glue and
+ * contract were not built against. A module without the section (this
+ * package's own, or one built from source) is not a prepared one.
+ * @param {WebAssembly.Module} module
+ * @returns {void}
+ */
+export function checkPreparedOrigin(module) {
+  if (checkedOrigins.has(module)) return;
+  for (const section of WebAssembly.Module.customSections(module, PREPARED_FROM)) {
+    const found = Array.from(new Uint8Array(section), (b) => b.toString(16).padStart(2, '0')).join('');
+    if (found !== COMPONENT_SHA256) {
+      throw new ComponentError(`the core module was prepared from another build's component (sha256 ${found.slice(0, 12) || 'empty'}, this package's is ${COMPONENT_SHA256.slice(0, 12)}): prepare it again with this build`);
+    }
+  }
+  checkedOrigins.add(module);
 }
 
 /**

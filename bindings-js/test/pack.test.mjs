@@ -16,7 +16,7 @@ test('npm pack, install into an empty folder, import, evaluate', async (t) => {
   const tarball = join(work, filename);
   t.diagnostic(`${filename}: ${size} bytes packed, ${unpackedSize} unpacked, ${files.length} files`);
   const paths = files.map((f) => f.path).sort();
-  for (const p of ['bin/toolgate.mjs', 'gen/toolgate_policy.core.wasm', 'gen/toolgate_policy.js', 'package.json', 'src/core.js', 'src/abi.js', 'src/index.js', 'src/mcp.js', 'src/worker.js', 'README.md']) {
+  for (const p of ['bin/toolgate.mjs', 'gen/toolgate_policy.core.wasm', 'gen/toolgate_policy.js', 'package.json', 'src/core.js', 'src/abi.js', 'src/origin.js', 'src/index.js', 'src/mcp.js', 'src/worker.js', 'README.md']) {
     assert.ok(paths.includes(p), `${p} is in the tarball`);
   }
   // The types are generated from the JSDoc at pack time (prepack): every

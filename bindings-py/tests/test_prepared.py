@@ -1,6 +1,8 @@
 """A prepared engine (``toolgate prepare``, the Rust CLI) runs in Python through
-``TOOLGATE_COMPONENT``: the prepared texts decide byte for byte as the shipped
-component does, and other texts load as ever. Needs target/release/toolgate
+``TOOLGATE_COMPONENT``, ``RuleSet.load(prepared=DIR)`` and ``toolgate eval|list
+--prepared DIR``: the prepared texts decide byte for byte as the shipped
+component (and the Rust CLI) does, other texts load as ever, and one prepared
+from another build's component is refused. Needs target/release/toolgate
 (``TOOLGATE_REQUIRE_RUST_CLI=1``: a missing one fails instead of skipping)."""
 
 from __future__ import annotations
@@ -55,17 +57,95 @@ def _answers(texts: list[tuple[str | None, str]], component: Path | None, cache:
     return json.loads(run.stdout)
 
 
-def test_a_prepared_component_decides_as_the_shipped_one(tmp_path: Path) -> None:
+def _need_rust_cli() -> None:
     if not RUST_CLI.is_file():
         if os.environ.get("TOOLGATE_REQUIRE_RUST_CLI") == "1":
             pytest.fail(f"TOOLGATE_REQUIRE_RUST_CLI=1 but {RUST_CLI} is not built")
         pytest.skip(f"{RUST_CLI} is not built")
-    out = tmp_path / "prepared"
+
+
+def _prepare(out: Path) -> Path:
+    _need_rust_cli()
     subprocess.run(
         [str(RUST_CLI), "prepare", "--policy", str(POLICY), "--catalog", str(CATALOG), "--out", str(out)],
         check=True,
         capture_output=True,
     )
+    return out
+
+
+def _custom_section(name: str, payload: bytes) -> bytes:
+    """A wasm custom section (sizes below 128: one-byte LEB128)."""
+    body = bytes([len(name)]) + name.encode() + payload
+    assert len(body) < 128
+    return bytes([0, len(body)]) + body
+
+
+def _cli(*args: str, cache: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "TOOLGATE_CACHE_DIR": str(cache)}
+    env.pop("TOOLGATE_COMPONENT", None)
+    return subprocess.run([sys.executable, "-m", "mcp_toolgate", *args], input=stdin, env=env, capture_output=True)
+
+
+def test_a_prepared_component_names_the_shipped_one(tmp_path: Path) -> None:
+    import hashlib
+
+    import mcp_toolgate
+    from mcp_toolgate import _runtime
+
+    out = _prepare(tmp_path / "prepared")
+    shipped = Path(mcp_toolgate.__file__).parent / "toolgate_policy.wasm"
+    origins = _runtime.custom_sections((out / "toolgate_policy.wasm").read_bytes(), _runtime.PREPARED_FROM)
+    assert origins == [hashlib.sha256(shipped.read_bytes()).digest()]
+    assert _runtime.custom_sections(shipped.read_bytes(), _runtime.PREPARED_FROM) == []
+
+
+def test_a_component_prepared_from_another_build_is_refused(tmp_path: Path) -> None:
+    from mcp_toolgate import EngineFault, RuleSet
+
+    out = _prepare(tmp_path / "prepared")
+    component = out / "toolgate_policy.wasm"
+    component.write_bytes(component.read_bytes() + _custom_section("toolgate:prepared-from", bytes([7]) * 32))
+    policy, catalog = POLICY.read_text(encoding="utf-8"), CATALOG.read_text(encoding="utf-8")
+    with pytest.raises(EngineFault) as refused:
+        RuleSet.load(catalog=catalog, policy=policy, prepared=out)
+    assert refused.value.code == "COMPONENT_INVALID"
+    assert "another build" in refused.value.message
+    # The CLI says so (exit 2) and answers nothing; so for a directory without one.
+    for where in (out, tmp_path / "nothing"):
+        run = _cli("list", "--catalog", str(CATALOG), "--prepared", str(where), cache=tmp_path / "cache")
+        assert run.returncode == 2, run.stderr
+        assert run.stdout == b""
+        assert b"(COMPONENT_INVALID)" in run.stderr
+    with pytest.raises(EngineFault, match="cannot read"):
+        RuleSet.load(catalog=catalog, prepared=tmp_path / "nothing")
+
+
+def test_eval_and_list_prepared_answer_as_the_rust_cli(tmp_path: Path) -> None:
+    out = _prepare(tmp_path / "prepared")
+    calls = (
+        b'{"name":"alterar_plano","arguments":{}}\n'
+        b'{"name":"consultar_plano","arguments":{"customer_id":"c-1"}}\n'
+        b"not json\n"
+    )
+    for args in (
+        ["eval", "--policy", str(POLICY), "--catalog", str(CATALOG)],
+        ["eval", "--catalog", str(OTHER_CATALOG)],
+        ["list", "--policy", str(POLICY), "--catalog", str(CATALOG), "--surface", "direct"],
+    ):
+        with_dir = [*args, "--prepared", str(out)]
+        python = _cli(*with_dir, cache=tmp_path / "cache", stdin=calls)
+        native = subprocess.run([str(RUST_CLI), *with_dir], input=calls, capture_output=True)
+        shipped = _cli(*args, cache=tmp_path / "cache", stdin=calls)
+        assert python.returncode == 0, python.stderr
+        assert native.returncode == 0, native.stderr
+        assert python.stdout
+        assert python.stdout == native.stdout, args
+        assert python.stdout == shipped.stdout, args
+
+
+def test_a_prepared_component_decides_as_the_shipped_one(tmp_path: Path) -> None:
+    out = _prepare(tmp_path / "prepared")
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\nunknown_key: 1\n", encoding="utf-8")
     texts = [(str(POLICY), str(CATALOG)), (None, str(OTHER_CATALOG)), (str(bad), str(CATALOG))]

@@ -126,7 +126,13 @@ class RuleSet:
         call_fuel: int = _runtime.DEFAULT_CALL_FUEL,
         load_fuel: int | None = None,
         memory_limit: int | None = _runtime.DEFAULT_MEMORY_LIMIT,
+        prepared: str | os.PathLike[str] | None = None,
     ) -> None:
+        # ``prepared``: a directory ``toolgate prepare`` wrote; its component
+        # (the engine with these texts already loaded when they are the ones
+        # it was prepared with) replaces the shipped one. Refused
+        # (``COMPONENT_INVALID``) when missing or prepared from another build.
+        self._component = None if prepared is None else Path(prepared) / _runtime.PREPARED_COMPONENT_FILE
         self._catalog = catalog
         self._policy = policy
         self.call_fuel = call_fuel
@@ -169,8 +175,7 @@ class RuleSet:
     # -- the instance ---------------------------------------------------------
 
     def _instantiate(self) -> None:
-        rt = _runtime.runtime()
-        inst = _runtime.Instance(rt)
+        inst = _runtime.Instance(_checked_runtime(self._component))
         if self.memory_limit is not None:
             inst.store.set_limits(memory_size=self.memory_limit)
         try:
@@ -405,7 +410,14 @@ class RuleSet:
         return f"<mcp_toolgate.RuleSet policy={policy} revision={self._revision or '?'}>"
 
 
+def _checked_runtime(component: Path | None) -> _runtime.Runtime:
+    try:
+        return _runtime.runtime(component)
+    except _runtime.ComponentRefused as e:
+        raise EngineFault("COMPONENT_INVALID", f"the policy component is unusable: {e}") from None
+
+
 def contract_version() -> str:
     """The component's contract version (``CONTRACT_VERSION`` when it is the one this package speaks)."""
-    inst = _runtime.Instance(_runtime.runtime())
+    inst = _runtime.Instance(_checked_runtime(None))
     return inst.call("contract-version")  # type: ignore[no-any-return]

@@ -175,10 +175,80 @@ def _cache_dir() -> Path | None:
     return Path(base) / "toolgate"
 
 
+#: The custom section a prepared component (``toolgate prepare``) names its
+#: origin in: the SHA-256 of the component it was prepared from (the Rust SDK's
+#: ``PREPARED_FROM``).
+PREPARED_FROM = "toolgate:prepared-from"
+#: The prepared component's file in a directory ``toolgate prepare`` wrote.
+PREPARED_COMPONENT_FILE = "toolgate_policy.wasm"
+
+
+class ComponentRefused(Exception):
+    """The component is not one this package runs (``COMPONENT_INVALID``)."""
+
+
+def custom_sections(wasm: bytes, name: str) -> list[bytes]:
+    """The payloads of the top-level custom sections called ``name`` of a wasm
+    module or component (the binary format's framing: a one-byte id, a LEB128
+    size; a custom section's payload starts with its LEB128-prefixed name).
+    Stops at the first malformed section: wasmtime refuses such bytes anyway."""
+
+    def leb(at: int) -> tuple[int, int]:
+        value = shift = 0
+        while at < len(wasm) and shift < 35:
+            byte = wasm[at]
+            value |= (byte & 0x7F) << shift
+            at += 1
+            if not byte & 0x80:
+                return value, at
+            shift += 7
+        raise ValueError("malformed LEB128")
+
+    wanted = name.encode()
+    found = []
+    at = 8  # magic and version
+    try:
+        while at < len(wasm):
+            section_id = wasm[at]
+            size, body = leb(at + 1)
+            end = body + size
+            if end > len(wasm):
+                break
+            if section_id == 0:
+                length, start = leb(body)
+                if wasm[start : start + length] == wanted:
+                    found.append(wasm[start + length : end])
+            at = end
+    except ValueError:
+        pass
+    return found
+
+
+def _check_prepared_origin(wasm: bytes) -> None:
+    """Refuses a prepared component made from another build's component than
+    the one this package carries: its snapshot holds that build's engine
+    state, which this package was not built against. A component without
+    the section is not a prepared one."""
+    origins = custom_sections(wasm, PREPARED_FROM)
+    if not origins:
+        return
+    try:
+        own = hashlib.sha256((_PACKAGE_DIR / "toolgate_policy.wasm").read_bytes()).digest()
+    except OSError as e:
+        raise ComponentRefused(f"a prepared component is checked against this package's own component: {e}") from None
+    for origin in origins:
+        if origin != own:
+            raise ComponentRefused(
+                f"prepared from another build's component (sha256 {origin.hex()[:12] or 'empty'}, this package's is "
+                f"{own.hex()[:12]}): prepare it again with this build"
+            )
+
+
 class Runtime:
     """One wasmtime engine and the compiled component, shared by rule sets."""
 
     def __init__(self, wasm: bytes) -> None:
+        _check_prepared_origin(wasm)
         self.engine = wasmtime.Engine(_compiled.engine_config(wasmtime))
         self.wasm_sha256 = hashlib.sha256(wasm).hexdigest()
         self.component = self._compile(wasm)
@@ -301,17 +371,27 @@ def _write_cache(path: Path, code: bytes) -> None:
             os.unlink(tmp)
 
 
-_RUNTIME: Runtime | None = None
+_RUNTIMES: dict[Path, Runtime] = {}
 _RUNTIME_LOCK = threading.Lock()
 
 
-def runtime() -> Runtime:
-    """The process-wide runtime, compiled (or read from the cache) on first use."""
-    global _RUNTIME
+def runtime(component: Path | None = None) -> Runtime:
+    """The process-wide runtime of a component (default: :func:`component_path`),
+    compiled (or read from the cache) on first use. Raises
+    :class:`ComponentRefused` for a prepared component from another build and
+    for a named ``component`` that cannot be read (never the shipped one instead)."""
+    path = component_path() if component is None else component
     with _RUNTIME_LOCK:
-        if _RUNTIME is None:
-            _RUNTIME = Runtime(component_path().read_bytes())
-        return _RUNTIME
+        found = _RUNTIMES.get(path)
+        if found is None:
+            try:
+                wasm = path.read_bytes()
+            except OSError as e:
+                if component is None:
+                    raise
+                raise ComponentRefused(f"cannot read {path}: {e.strerror} (os error {e.errno})") from None
+            found = _RUNTIMES[path] = Runtime(wasm)
+        return found
 
 
 #: A frame line of wasmtime's wasm backtrace (``    3: 0x32517b - <unknown>!<wasm function 7853>``;

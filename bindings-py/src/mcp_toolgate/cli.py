@@ -8,8 +8,11 @@ names another binary (development); the pure wheel has none and says so
 (exit 2).
 
     toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct]
-                  [--scopes a,b] [--allow t1,t2]   < calls.jsonl
+                  [--scopes a,b] [--allow t1,t2] [--prepared DIR]   < calls.jsonl
     toolgate list (same flags)
+
+``--prepared DIR``: the engine ``toolgate prepare`` wrote to DIR (the same
+decisions, ready at once for the texts it was prepared with).
 
 ``eval`` reads one call per line (raw bytes; blank lines skipped) and prints one
 decision per line. ``list`` prints the ``tools/list`` result. Exit codes: 0 ok,
@@ -57,7 +60,7 @@ def _split(value: str) -> list[str]:
     return [trimmed for item in value.split(",") if (trimmed := item.strip(RUST_WHITESPACE))]
 
 
-_FLAGS = ("--policy", "--catalog", "--surface", "--scopes", "--allow")
+_FLAGS = ("--policy", "--catalog", "--surface", "--scopes", "--allow", "--prepared")
 
 
 @dataclass
@@ -68,6 +71,7 @@ class _Args:
     surface: str = "confirming"
     scopes: str | None = None
     allow: str | None = None
+    prepared: str | None = None
 
 
 def _read_args(argv: list[str]) -> _Args:
@@ -109,6 +113,7 @@ def _read_args(argv: list[str]) -> _Args:
         surface=surface,
         scopes=given.get("--scopes"),
         allow=given.get("--allow"),
+        prepared=given.get("--prepared"),
     )
 
 
@@ -125,6 +130,7 @@ def _parser() -> _Parser:
         cmd.add_argument("--surface", choices=("confirming", "direct"), default="confirming")
         cmd.add_argument("--scopes", metavar="A,B", help="granted scopes (absent: no scope check)")
         cmd.add_argument("--allow", metavar="T1,T2", help="the route's allowlist (absent: all)")
+        cmd.add_argument("--prepared", metavar="DIR", help="the engine `toolgate prepare` wrote to DIR")
     return parser
 
 
@@ -184,7 +190,7 @@ def main(
     if catalog is None:
         return EXIT_LOAD
     try:
-        rules = RuleSet.load(catalog=catalog, policy=policy)
+        rules = RuleSet.load(catalog=catalog, policy=policy, prepared=args.prepared)
     except LoadError as e:
         problem = e.problem
         where = problem.location(args.policy or args.catalog, args.catalog)
