@@ -2,7 +2,8 @@
 // `toolgate` from npm. `eval` and `list` are answered here, in JS, with the
 // Rust CLI's flags and byte-identical output:
 //   toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2] [--prepared DIR]
-//   toolgate list (same flags)
+//                 [--call JSON] [--fail-on-deny]
+//   toolgate list (the same flags but --call and --fail-on-deny)
 // (--prepared DIR: the core module `toolgate prepare` wrote there.)
 // Every other command (proxy, init, pin, check, test, demo, precompile, prepare, help,
 // --version, …) is the native Rust binary's: from the platform package
@@ -34,9 +35,11 @@ if (!JS_COMMANDS.has(/** @type {string} */ (argv[0]))) {
 const { Toolgate, LoadError } = await import('../src/index.js');
 
 const USAGE = `usage: toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2] [--prepared DIR]
+                     [--call JSON] [--fail-on-deny]
        toolgate list [--policy FILE] --catalog FILE [--surface confirming|direct] [--scopes a,b] [--allow t1,t2] [--prepared DIR]
 
-eval reads one call per line on stdin ({"name":...,"arguments":{...}}) and prints one decision per line.
+eval reads one call per line on stdin ({"name":...,"arguments":{...}}), or the one --call, and prints one
+decision per line; --fail-on-deny exits 1 when any decision denies (every decision is still printed).
 list prints the tools/list result the context may see.
 --prepared DIR uses the engine \`toolgate prepare\` wrote to DIR (its toolgate_policy.core.wasm):
 the same decisions, ready at once for the texts it was prepared with.
@@ -45,6 +48,7 @@ proxy, init, pin, check, test, demo, precompile, prepare: the native toolgate (t
 @toolgate/<os>-<arch>, installed with this one, or $TOOLGATE_BINARY).
 `;
 
+const EX_DENIED = 1;
 const EX_USAGE = 64;
 const EX_LOAD = 2;
 
@@ -72,7 +76,9 @@ function parseArgs(argv) {
   if (command !== 'eval' && command !== 'list') usageError(command === undefined ? 'missing command' : `unknown command ${JSON.stringify(command)}`);
   /** @type {Record<string, string>} */
   const flags = {};
-  const known = new Set(['--policy', '--catalog', '--surface', '--scopes', '--allow', '--prepared']);
+  const known = new Set(['--policy', '--catalog', '--surface', '--scopes', '--allow', '--prepared', ...(command === 'eval' ? ['--call'] : [])]);
+  // A switch takes no value (as clap's `SetTrue`): `--fail-on-deny=x` is a usage error.
+  const switches = new Set(command === 'eval' ? ['--fail-on-deny'] : []);
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i];
     if (arg === '--help' || arg === '-h') {
@@ -85,6 +91,11 @@ function parseArgs(argv) {
     if (arg.startsWith('--') && eq > 0) {
       name = arg.slice(0, eq);
       value = arg.slice(eq + 1);
+    }
+    if (switches.has(arg)) {
+      if (arg in flags) usageError(`${arg} given more than once`);
+      flags[arg] = 'true';
+      continue;
     }
     if (!known.has(name)) usageError(`unexpected argument ${JSON.stringify(arg)}`);
     if (value === undefined) {
@@ -104,7 +115,10 @@ function parseArgs(argv) {
   const context = { surface };
   if (flags['--scopes'] !== undefined) context.scopes = list(flags['--scopes']);
   if (flags['--allow'] !== undefined) context.allowed_tools = list(flags['--allow']);
-  return { command, policyPath: flags['--policy'], catalogPath: flags['--catalog'], preparedDir: flags['--prepared'], context: JSON.stringify(context) };
+  return {
+    command, policyPath: flags['--policy'], catalogPath: flags['--catalog'], preparedDir: flags['--prepared'], context: JSON.stringify(context),
+    call: flags['--call'], failOnDeny: flags['--fail-on-deny'] !== undefined,
+  };
 }
 
 /** How Rust prints the common I/O errors. */
@@ -189,13 +203,26 @@ async function main() {
   }
 
   const context = args.context;
+  let denied = false;
+  const decide = (/** @type {Uint8Array} */ call) => {
+    const decision = gate.evaluate(call, context);
+    if (!decision.ok) denied = true;
+    return decision.json + '\n';
+  };
+  const exitCode = () => (denied && args.failOnDeny ? EX_DENIED : 0);
+  if (args.call !== undefined) {
+    // The one call, its bytes as given (no trimming, a blank one included).
+    process.stdout.write(decide(new TextEncoder().encode(args.call)));
+    process.exitCode = exitCode();
+    return;
+  }
   /** @type {Buffer[]} */
   let pending = [];
   const emit = (/** @type {Uint8Array} */ raw) => {
     let line = raw;
     if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, line.length - 1);
     if (isBlank(line)) return '';
-    return gate.evaluate(line, context).json + '\n';
+    return decide(line);
   };
   for await (const chunk of process.stdin) {
     let start = 0;
@@ -214,6 +241,7 @@ async function main() {
     const out = emit(Buffer.concat(pending));
     if (out) process.stdout.write(out);
   }
+  process.exitCode = exitCode();
 }
 
 process.stdout.on('error', (e) => {

@@ -118,6 +118,39 @@ test('cli: context flags (--surface, --scopes "", trimmed lists, --allow, --flag
   assert.ok(names.length > 0 && !names.includes('wa_send_text'));
 });
 
+test('cli: eval --call decides the one call; --fail-on-deny exits 1 on a denial, as the Rust CLI', () => {
+  const plans = ['--policy', join(fixtures, 'plans-policy.yaml'), '--catalog', join(fixtures, 'plans-catalog.json')];
+  const allowed = '{"name":"consultar_plano","arguments":{"customer_id":"c-1"}}';
+  const denied = '{"name":"alterar_plano","arguments":{}}';
+  /** @type {[string[], string, number, (boolean | null)[]][]} args, stdin, exit, each decision's ok */
+  const cases = [
+    [['--call', allowed], '', 0, [true]],
+    [['--call', denied], '', 0, [false]],
+    [['--call', allowed, '--fail-on-deny'], '', 0, [true]],
+    [['--fail-on-deny', `--call=${denied}`], '', 1, [false]],
+    [['--call', ''], `${allowed}\n`, 0, [false]], // the call given, not stdin: an empty one is a BAD_REQUEST
+    [['--fail-on-deny'], `${allowed}\n${denied}\n${allowed}\n`, 1, [true, false, true]],
+    [['--fail-on-deny'], `${allowed}\n\n`, 0, [true]],
+  ];
+  for (const [flags, stdin, status, oks] of cases) {
+    const r = node(['eval', ...plans, ...flags], stdin);
+    const what = `${flags.join(' ')} < ${JSON.stringify(stdin)}`;
+    assert.equal(r.status, status, `${what}: ${r.stderr}`);
+    assert.deepEqual(r.stdout.toString().trim().split('\n').map((l) => JSON.parse(l).ok), oks, what);
+    if (haveRust) {
+      const n = rust(['eval', ...plans, ...flags], stdin);
+      assert.equal(n.status, status, what);
+      assert.ok(r.stdout.equals(n.stdout), what);
+    }
+  }
+  for (const args of [['eval', ...plans, '--fail-on-deny', '--fail-on-deny'], ['eval', ...plans, '--fail-on-deny=true'], ['eval', ...plans, '--call', '{}', '--call', '{}'], ['list', ...plans, '--call', '{}'], ['list', ...plans, '--fail-on-deny']]) {
+    const r = node(args);
+    assert.equal(r.status, 64, args.join(' '));
+    assert.equal(r.stdout.length, 0);
+    if (haveRust) assert.equal(rust(args).status, 64, args.join(' '));
+  }
+});
+
 test('cli: usage errors exit 64, load errors exit 2 with file:line:column', () => {
   for (const args of [[], ['frob'], ['eval'], ['eval', '--catalog'], ['eval', '--catalog', 'x', '--surface', 'sideways'], ['list', '--catalog', 'x', '--nope']]) {
     const r = node(args);

@@ -175,3 +175,49 @@ def test_flags_read_as_the_rust_cli_reads_them(case: list[str], files: dict[str,
                 [*cli, *command_case], input=b'{"name":"alpha","arguments":{}}\n', capture_output=True
             )
             assert (other.returncode, other.stdout) == (got.returncode, got.stdout), (name, command_case)
+
+
+ALLOWED = '{"name":"alpha","arguments":{}}'
+DENIED = '{"name":"nope","arguments":{}}'
+
+
+@pytest.mark.parametrize(
+    ("flags", "stdin", "status", "oks"),
+    [
+        (["--call", ALLOWED], b"", 0, [True]),
+        (["--call", DENIED], b"", 0, [False]),
+        (["--call", ALLOWED, "--fail-on-deny"], b"", 0, [True]),
+        (["--fail-on-deny", f"--call={DENIED}"], b"", 1, [False]),
+        (["--call", ""], ALLOWED.encode() + b"\n", 0, [False]),  # the call given, not stdin
+        (["--fail-on-deny"], f"{ALLOWED}\n{DENIED}\n{ALLOWED}\n".encode(), 1, [True, False, True]),
+        (["--fail-on-deny"], f"{ALLOWED}\n\n".encode(), 0, [True]),
+        (["--fail-on-deny", "--fail-on-deny"], b"", 64, None),
+        (["--fail-on-deny=true"], b"", 64, None),
+        (["--call", "{}", "--call", "{}"], b"", 64, None),
+    ],
+    ids=repr,
+)
+def test_eval_call_and_fail_on_deny_as_the_rust_cli(
+    flags: list[str], stdin: bytes, status: int, oks: list[bool] | None, files: dict[str, str]
+) -> None:
+    argv = ["eval", "--catalog", files["catalog"], *flags]
+    python = subprocess.run(
+        [sys.executable, "-m", "mcp_toolgate", *argv], input=stdin, capture_output=True, timeout=120
+    )
+    assert python.returncode == status, python.stderr
+    if oks is None:
+        assert python.stdout == b""
+    else:
+        assert [json.loads(line)["ok"] for line in python.stdout.splitlines()] == oks
+    for name, cli in _others():
+        other = subprocess.run([*cli, *argv], input=stdin, capture_output=True, timeout=120)
+        assert (other.returncode, other.stdout) == (python.returncode, python.stdout), name
+
+
+@pytest.mark.parametrize("flag", ["--call", "--fail-on-deny"])
+def test_list_takes_no_eval_flag(flag: str, files: dict[str, str]) -> None:
+    argv = ["list", "--catalog", files["catalog"], flag, *(["{}"] if flag == "--call" else [])]
+    python = subprocess.run([sys.executable, "-m", "mcp_toolgate", *argv], capture_output=True, timeout=120)
+    assert (python.returncode, python.stdout) == (64, b"")
+    for name, cli in _others():
+        assert subprocess.run([*cli, *argv], capture_output=True, timeout=120).returncode == 64, name

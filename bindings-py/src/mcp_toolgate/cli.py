@@ -8,15 +8,17 @@ names another binary (development); the pure wheel has none and says so
 (exit 2).
 
     toolgate eval [--policy FILE] --catalog FILE [--surface confirming|direct]
-                  [--scopes a,b] [--allow t1,t2] [--prepared DIR]   < calls.jsonl
-    toolgate list (same flags)
+                  [--scopes a,b] [--allow t1,t2] [--prepared DIR]
+                  [--call JSON] [--fail-on-deny]   < calls.jsonl
+    toolgate list (the same flags but --call and --fail-on-deny)
 
 ``--prepared DIR``: the engine ``toolgate prepare`` wrote to DIR (the same
 decisions, ready at once for the texts it was prepared with).
 
-``eval`` reads one call per line (raw bytes; blank lines skipped) and prints one
-decision per line. ``list`` prints the ``tools/list`` result. Exit codes: 0 ok,
-1 a file could not be read, 2 the rules could not be loaded, 64 usage.
+``eval`` reads one call per line (raw bytes; blank lines skipped), or the one
+``--call``, and prints one decision per line. ``list`` prints the ``tools/list``
+result. Exit codes (the Rust CLI's table): 0 done, 1 ``--fail-on-deny`` saw a
+denial, 2 a file could not be read or the rules could not be loaded, 64 usage.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ._types import dumps
 
 # The Rust CLI's table: 2 when an input cannot be read or loaded (or the
 # engine fails), 64 for usage errors.
+EXIT_DENIED = 1
 EXIT_LOAD = 2
 EXIT_USAGE = 64
 _BLANK = b" \t\n\r\x0c"
@@ -61,6 +64,9 @@ def _split(value: str) -> list[str]:
 
 
 _FLAGS = ("--policy", "--catalog", "--surface", "--scopes", "--allow", "--prepared")
+# eval's own: a value flag and a switch (clap's `SetTrue`: no value, once).
+_EVAL_FLAGS = ("--call",)
+_EVAL_SWITCHES = ("--fail-on-deny",)
 
 
 @dataclass
@@ -72,6 +78,8 @@ class _Args:
     scopes: str | None = None
     allow: str | None = None
     prepared: str | None = None
+    call: str | None = None
+    fail_on_deny: bool = False
 
 
 def _read_args(argv: list[str]) -> _Args:
@@ -85,12 +93,20 @@ def _read_args(argv: list[str]) -> _Args:
         raise _UsageError(
             "toolgate: error: missing command" if not argv else f"toolgate: error: unknown command {argv[0]!r}"
         )
+    flags = _FLAGS + (_EVAL_FLAGS if argv[0] == "eval" else ())
+    switches = _EVAL_SWITCHES if argv[0] == "eval" else ()
     given: dict[str, str] = {}
     i = 1
     while i < len(argv):
         arg = argv[i]
+        if arg in switches:
+            if arg in given:
+                raise _UsageError(f"toolgate: error: the argument '{arg}' cannot be used multiple times")
+            given[arg] = ""
+            i += 1
+            continue
         name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if name not in _FLAGS:
+        if name not in flags:
             raise _UsageError(f"toolgate: error: unexpected argument {arg!r}")
         if not eq:
             if i + 1 >= len(argv) or (argv[i + 1].startswith("-") and argv[i + 1] != "-"):
@@ -114,6 +130,8 @@ def _read_args(argv: list[str]) -> _Args:
         scopes=given.get("--scopes"),
         allow=given.get("--allow"),
         prepared=given.get("--prepared"),
+        call=given.get("--call"),
+        fail_on_deny="--fail-on-deny" in given,
     )
 
 
@@ -131,6 +149,9 @@ def _parser() -> _Parser:
         cmd.add_argument("--scopes", metavar="A,B", help="granted scopes (absent: no scope check)")
         cmd.add_argument("--allow", metavar="T1,T2", help="the route's allowlist (absent: all)")
         cmd.add_argument("--prepared", metavar="DIR", help="the engine `toolgate prepare` wrote to DIR")
+        if name == "eval":
+            cmd.add_argument("--call", metavar="JSON", help="one call instead of JSON lines on stdin")
+            cmd.add_argument("--fail-on-deny", action="store_true", help="exit 1 when any decision denies")
     return parser
 
 
@@ -211,15 +232,27 @@ def main(
         stdout.flush()
         return 0
 
-    for raw in stdin:
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line.strip(_BLANK):
-            continue
-        stdout.write(rules.evaluate_json(line, context_text).encode("utf-8") + b"\n")
+    denied = False
+
+    def decide(call: bytes) -> None:
+        nonlocal denied
+        decision = rules.evaluate_json(call, context_text)
+        # SPEC §5: the canonical writer puts `ok` first.
+        denied |= not decision.startswith('{"ok":true,')
+        stdout.write(decision.encode("utf-8") + b"\n")
+
+    if args.call is not None:
+        decide(args.call.encode("utf-8", "surrogateescape"))  # the one call, its bytes as given
+    else:
+        for raw in stdin:
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line.strip(_BLANK):
+                continue
+            decide(line)
     stdout.flush()
-    return 0
+    return EXIT_DENIED if denied and args.fail_on_deny else 0
 
 
 #: The commands that run in Python; every other one is the native binary's.
