@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, NoReturn
 
 from ._rules import EngineFault, LoadError, RuleSet
-from ._types import dumps
+from ._types import Decision, dumps
 
 # The Rust CLI's table: 2 when an input cannot be read or loaded (or the
 # engine fails), 64 for usage errors.
@@ -237,8 +237,8 @@ def main(
     def decide(call: bytes) -> None:
         nonlocal denied
         decision = rules.evaluate_json(call, context_text)
-        # SPEC §5: the canonical writer puts `ok` first.
-        denied |= not decision.startswith('{"ok":true,')
+        if args.fail_on_deny and not denied:
+            denied = not Decision.from_json(decision).ok
         stdout.write(decision.encode("utf-8") + b"\n")
 
     if args.call is not None:
