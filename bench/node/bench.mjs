@@ -89,7 +89,11 @@ for (const a of argv) {
 const SCALES = (option('--scales') ?? '34,1000,10000').split(',');
 const dataDir = resolve(option('--data') ?? join(repoDir, 'target', 'bench-data'));
 const jsonOut = option('--json');
-/** A directory `toolgate prepare` wrote for the 34-tool catalog and policy.yaml (bench/run): `load node-prepared`. */
+/**
+ * A directory holding, per scale N, `N/` as `toolgate prepare` wrote it for
+ * that catalog and policy.yaml (bench/run): a `load node-prepared N` line for
+ * each scale run that has one.
+ */
 const preparedDir = option('--prepared');
 const mode = argv.includes('--smoke') ? 'smoke' : argv.includes('--quick') ? 'quick' : 'default';
 /** rounds; sliceMs: wall time of one contender's slice of a round; warmupMs: per contender; coldRuns: fresh processes. */
@@ -446,23 +450,26 @@ for (const scale of SCALES) {
   process.stderr.write(`bench/node: ${scale} tools loaded (${Math.round(loadMs)} ms, structural ${Math.round(loadStructuralMs)} ms), every call agrees\n`);
 }
 
-// ---- a prepared engine (`toolgate prepare`): the seed ready without loading ----
-/** @type {{ tools: number, toolgateNs: number, cedarNs: number } | null} */
-let preparedReady = null;
-if (preparedDir) {
-  const seedCatalog = text(join(dataDir, '34', 'catalog.json'));
-  const preparedModule = await WebAssembly.compile(readFileSync(join(preparedDir, 'toolgate_policy.core.wasm')));
+// ---- prepared engines (`toolgate prepare`): rules ready without loading ----
+/** @type {{ scale: string, tools: number, toolgateNs: number, cedarNs: number }[]} */
+const preparedReady = [];
+for (const scale of SCALES) {
+  if (preparedDir === undefined) break;
+  const dir = join(preparedDir, scale);
+  if (!existsSync(join(dir, 'toolgate_policy.core.wasm'))) continue;
+  const scaleCatalog = text(join(dataDir, scale, 'catalog.json'));
+  const preparedModule = await WebAssembly.compile(readFileSync(join(dir, 'toolgate_policy.core.wasm')));
   // The same bytes as the package's module, checked before it is timed.
-  const shipped = Toolgate.fromModule({ module, policy, catalog: seedCatalog });
-  const prepared = Toolgate.fromModule({ module: preparedModule, policy, catalog: seedCatalog });
+  const shipped = Toolgate.fromModule({ module, policy, catalog: scaleCatalog });
+  const prepared = Toolgate.fromModule({ module: preparedModule, policy, catalog: scaleCatalog });
   mix.forEach((m, i) => {
     const [a, b] = [prepared.evaluate(callBytes[i], contexts[i]).json, shipped.evaluate(callBytes[i], contexts[i]).json];
-    if (a !== b) fail(`the prepared and the package's module disagree on \`${m.call_json}\`:\n${a}\n${b}`);
+    if (a !== b) fail(`the prepared and the package's module disagree at ${scale} tools on \`${m.call_json}\`:\n${a}\n${b}`);
   });
   shipped.close();
   prepared.close();
   // Warm, as the package's module is when its `load node` line is timed.
-  preparedReady = readyToDecide(seedCatalog, '34', preparedModule);
+  preparedReady.push({ scale, ...readyToDecide(scaleCatalog, scale, preparedModule) });
 }
 
 // ---- one race: every contender at every scale, round-robin ----------------------
@@ -493,6 +500,7 @@ const rows = loaded.map((l, k) => {
   return { scale: l.scale, toolgateNs, structuralNs, cedarNs, floorNs, loadMs: l.loadMs, loadStructuralMs: l.loadStructuralMs, ready: l.ready };
 });
 floor.close();
+for (const r of preparedReady) if (scales[r.scale]) scales[r.scale].toolgate_prepared_ready_ns = r.toolgateNs;
 
 // ---- cold start: a fresh process to its first decision ----------------------------
 // A child `node` imports the installed package (from bench/node/node_modules,
@@ -588,8 +596,7 @@ out.push(`cold start, median of ${cold.runs} fresh process(es): ${cold.toolgate_
 for (const r of rows) {
   out.push(`load node ${r.ready.tools} ${r.ready.toolgateNs} ${r.ready.cedarNs} ${(r.ready.toolgateNs / r.ready.cedarNs).toFixed(3)}`);
 }
-if (preparedReady) {
-  const r = preparedReady;
+for (const r of preparedReady) {
   out.push(`load node-prepared ${r.tools} ${r.toolgateNs} ${r.cedarNs} ${(r.toolgateNs / r.cedarNs).toFixed(3)}`);
 }
 out.push(`cold node ${cold.toolgate_ms.toFixed(1)}`);

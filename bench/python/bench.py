@@ -400,10 +400,11 @@ print(json.dumps({"ns": took, "decisions": decisions}))
 """
 
 
-def prepared_ready(data: Path, prepared: Path, context: str) -> tuple[int, list[str]]:
-    """ns to a seed rule set ready to decide with a prepared component, and its first decisions."""
+def prepared_ready(data: Path, prepared: Path, scale: str, context: str) -> tuple[int, list[str]]:
+    """ns to the rule set of `scale` tools ready to decide with the component prepared for
+    it, and its first decisions."""
     env = {**os.environ, "TOOLGATE_COMPONENT": str(prepared / "toolgate_policy.wasm")}
-    args = [str(data / "policy.yaml"), str(data / "34" / "catalog.json"), context, str(LOAD_FUEL)]
+    args = [str(data / "policy.yaml"), str(data / scale / "catalog.json"), context, str(LOAD_FUEL)]
     stdout, _ = spawn_timed(["-c", PREPARED_SCRIPT, *args], env)
     try:
         child = json.loads(stdout)
@@ -624,17 +625,21 @@ def run(data: Path, budget: Budget, scales: list[str], prepared: Path | None = N
             f"Cedar {cedar_ready_ns / 1e6:.1f} ms",
             flush=True,
         )
-    if prepared is not None and "34" in results:
-        seed = read_text(data / "34" / "catalog.json")
-        seed_calls = first_calls(seed)
-        expected = [RuleSet.load(catalog=seed, policy=policy).evaluate_json(c, context) for c in seed_calls]
-        ready_ns, decisions = prepared_ready(data, prepared, context)
+    # Prepared engines: `prepared/N` as `toolgate prepare` wrote it for each scale N run.
+    prepared_dirs = {} if prepared is None else {scale: prepared / scale for scale in results}
+    for scale, prepared_dir in prepared_dirs.items():
+        if not (prepared_dir / "toolgate_policy.wasm").is_file():
+            continue
+        catalog_text = read_text(data / scale / "catalog.json")
+        calls = first_calls(catalog_text)
+        expected = [RuleSet.load(catalog=catalog_text, policy=policy).evaluate_json(c, context) for c in calls]
+        ready_ns, decisions = prepared_ready(data, prepared_dir, scale, context)
         if decisions != expected:
-            raise BenchError("the prepared component and the package's decide differently on the seed")
-        cedar_ready_ns = results["34"]["cedar_ready_ns"]
-        results["34"]["toolgate_prepared_ready_ns"] = ready_ns
+            raise BenchError(f"the prepared component and the package's decide differently at {scale} tools")
+        cedar_ready_ns = results[scale]["cedar_ready_ns"]
+        results[scale]["toolgate_prepared_ready_ns"] = ready_ns
         ratio = ready_ns / cedar_ready_ns
-        load_lines.append(f"load python-prepared {len(seed_calls)} {ready_ns} {cedar_ready_ns} {ratio:.3f}")
+        load_lines.append(f"load python-prepared {len(calls)} {ready_ns} {cedar_ready_ns} {ratio:.3f}")
     if "34" in results:
         start["seed_load_ms"] = results["34"]["toolgate_load_ms"]
     for scale in ("1000", "10000"):
@@ -686,7 +691,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the figures as JSON")
     parser.add_argument("--scales", default=",".join(SCALES), help="comma-separated (default: 34,1000,10000)")
     parser.add_argument(
-        "--prepared", type=Path, metavar="DIR", help="what `toolgate prepare` wrote for the seed: load python-prepared"
+        "--prepared",
+        type=Path,
+        metavar="DIR",
+        help="DIR/N: what `toolgate prepare` wrote for N tools (bench/run): a load python-prepared line per scale",
     )
     args = parser.parse_args(argv)
     budget = BUDGETS["smoke" if args.smoke else "quick" if args.quick else "default"]
