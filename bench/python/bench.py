@@ -181,15 +181,19 @@ def toolgate_loop(rules: Any, calls: list[bytes], context: str) -> Callable[[int
 
 @contextmanager
 def _package_runtime(rt: Any) -> Iterator[None]:
-    """Makes `rt` the package's process-wide runtime while the block runs."""
+    """Makes `rt` the package's runtime of its default component while the block runs."""
     from mcp_toolgate import _runtime
 
-    saved = _runtime._RUNTIME
-    _runtime._RUNTIME = rt
+    key = _runtime.component_path()
+    saved = _runtime._RUNTIMES.get(key)
+    _runtime._RUNTIMES[key] = rt
     try:
         yield
     finally:
-        _runtime._RUNTIME = saved
+        if saved is None:
+            _runtime._RUNTIMES.pop(key, None)
+        else:
+            _runtime._RUNTIMES[key] = saved
 
 
 def _floor_rules(path: Path) -> tuple[Any, float]:
@@ -508,7 +512,7 @@ def run(data: Path, budget: Budget, scales: list[str], prepared: Path | None = N
     start["compile_ms"] = ms(took)
     rt, took = timed(lambda: _runtime.Runtime(wasm))
     start["precompiled_load_ms"] = ms(took)
-    _runtime._RUNTIME = rt
+    _runtime._RUNTIMES[_runtime.component_path()] = rt
     _, took = timed(lambda: _runtime.Instance(rt))
     start["instance_ms"] = ms(took)
     _, took = timed(lambda: RuleSet.load(catalog="[]"))

@@ -168,7 +168,7 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
         let native_bytes = LIVE.load(Ordering::Relaxed).saturating_sub(before);
         let native_structural = policy_core::Rules::load(Some(workload::POLICY), &structural)?;
 
-        let entities = workload::cedar_entities(&native);
+        let entities = workload::cedar_entities(&native, &catalog_value);
         let before = LIVE.load(Ordering::Relaxed);
         let (cedar, cedar_load) =
             timed(|| cedar::CedarGate::load(workload::CEDAR_POLICIES, workload::CEDAR_SCHEMA, &entities));

@@ -176,22 +176,31 @@ pub fn structural_only(catalog: &Value) -> Value {
 }
 
 /// toolgate's classification of every tool, compiled into Cedar entities: one
-/// `Tool` per exposed-able tool, plus the calling `Agent`.
-pub fn cedar_entities(rules: &policy_core::Rules) -> Value {
+/// `Tool` per exposed-able tool, plus the calling `Agent`. The required
+/// arguments are read from `catalog` (the loaded rules keep no schemas).
+pub fn cedar_entities(rules: &policy_core::Rules, catalog: &Value) -> Value {
+    let schemas: std::collections::HashMap<&str, &Value> = catalog
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some((t.get("name")?.as_str()?, t.get("inputSchema")?)))
+        .collect();
+    let required_of = |name: &str| -> Vec<String> {
+        schemas
+            .get(name)
+            .and_then(|s| s.get("required"))
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
     let mut entities = vec![agent_entity()];
     for tool in rules.tools() {
         let class = &tool.class;
         if !class.enabled || class.held.is_some() {
             continue;
         }
-        let mut required: Vec<String> = tool
-            .source
-            .input_schema
-            .as_ref()
-            .and_then(|s| s.get("required"))
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-            .unwrap_or_default();
+        let mut required = required_of(&tool.name);
         required.extend(class.requires.iter().cloned());
         required.retain(|r| !CONFIRMATION_FIELDS.contains(&r.as_str()));
         required.sort();
@@ -264,7 +273,8 @@ pub fn write(dir: &std::path::Path, scales: &[usize]) -> Result<(), String> {
     put(dir.join("policies.cedar"), CEDAR_POLICIES)?;
     put(dir.join("schema.cedarschema"), CEDAR_SCHEMA)?;
     let seed_rules = policy_core::Rules::load(Some(POLICY), SEED_CATALOG).map_err(|e| e.to_string())?;
-    let seed_entities = cedar_entities(&seed_rules);
+    let seed_catalog: Value = serde_json::from_str(SEED_CATALOG).map_err(|e| e.to_string())?;
+    let seed_entities = cedar_entities(&seed_rules, &seed_catalog);
     let calls: Vec<Value> = mix()
         .iter()
         .map(|m| {
@@ -291,7 +301,7 @@ pub fn write(dir: &std::path::Path, scales: &[usize]) -> Result<(), String> {
             sub.join("catalog-structural.json"),
             &structural_only(&catalog).to_string(),
         )?;
-        put(sub.join("entities.json"), &cedar_entities(&rules).to_string())?;
+        put(sub.join("entities.json"), &cedar_entities(&rules, &catalog).to_string())?;
     }
     Ok(())
 }

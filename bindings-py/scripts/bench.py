@@ -39,7 +39,7 @@ def main() -> None:
         t = time.perf_counter()
         rt = _runtime.Runtime(wasm)
         cached = time.perf_counter() - t
-        _runtime._RUNTIME = rt
+        _runtime._RUNTIMES[_runtime.component_path()] = rt
 
     catalog = CATALOG.read_text(encoding="utf-8")
     tools = json.loads(catalog)["tools"]

@@ -207,7 +207,7 @@ impl Rules {
                 digest: None,
             };
         };
-        let has_output_schema = tool.source.output_schema.is_some();
+        let has_output_schema = tool.source.has_output_schema;
         let empty = Map::new();
         let args = match &parsed.arguments {
             None => &empty,

@@ -24,7 +24,8 @@ pub struct Tool {
     /// The name as a JSON string literal, written once.
     pub name_json: String,
     pub class: Classification,
-    pub source: CatalogTool,
+    /// What is kept of the catalog's entry once the tool is built.
+    pub source: ToolSource,
     pub validator: Option<jsonschema::Validator>,
     pub declares_idempotency_key: bool,
     /// Engine fields this tool's schema does not declare: ignored by
@@ -32,6 +33,39 @@ pub struct Tool {
     pub strip_fields: Vec<&'static str>,
     /// This tool's `tools/list` entry, rendered once.
     pub list_entry: String,
+}
+
+/// The facts about a tool's catalog entry that outlive the load: where it
+/// is, its definition's hash, what it hints and whether it has an output
+/// schema. The entry itself (its schemas as parsed values, their canonical
+/// texts, title and description) is dropped once the validator and the
+/// `tools/list` entry are built from it: a decision reads neither, and
+/// keeping them was a third of a rule set's memory (#17: every byte of a
+/// prepared engine is copied into each new instance).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSource {
+    /// `sha256:<hex>` of the tool's definition in canonical JSON (for `pin`).
+    pub definition_hash: String,
+    /// Where the tool is: `tools[3]` or `tools.name`, and a line for YAML.
+    pub path: String,
+    pub line: u32,
+    pub column: u32,
+    /// What the catalog says about the tool's effect.
+    pub hint: CatalogHint,
+    pub has_output_schema: bool,
+}
+
+impl ToolSource {
+    fn of(tool: CatalogTool) -> ToolSource {
+        ToolSource {
+            hint: classify::catalog_hint(&tool),
+            has_output_schema: tool.output_schema.is_some(),
+            definition_hash: tool.definition_hash,
+            path: tool.path,
+            line: tool.line,
+            column: tool.column,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -103,7 +137,7 @@ impl Rules {
                 validator,
                 strip_fields,
                 list_entry,
-                source,
+                source: ToolSource::of(source),
             });
         }
         Ok(Rules {
@@ -188,8 +222,7 @@ impl Rules {
                 ));
                 continue;
             };
-            let hint = classify::catalog_hint(&tool.source);
-            match (entry.stated_operation_type(), &hint) {
+            match (entry.stated_operation_type(), &tool.source.hint) {
                 (Some(OperationType::ReadOnly), CatalogHint::Writes(_)) => out.push(warn(
                     "POLICY_CONTRADICTS_HINT",
                     format!("`{shown}` is read_only in the policy, but the catalog says it writes"),
