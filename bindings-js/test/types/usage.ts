@@ -1,5 +1,5 @@
 // Compiled by `npm run lint` (tsc --noEmit): the published types, as a user sees them.
-import { Toolgate, Decision, CallOutcome, LoadError, ProblemError, ToolgateError, HOST_FAULTS, MAX_INPUT_BYTES, StateKeys, InvalidStateError, StateKeyError, type Context, type Confirmation } from 'toolgate';
+import { Toolgate, Decision, CallOutcome, LoadError, ProblemError, ToolgateError, ComponentError, HOST_FAULTS, MAX_INPUT_BYTES, StateKeys, InvalidStateError, StateKeyError, type Context, type Confirmation } from 'toolgate';
 import { guardServer, serverCatalog } from 'toolgate/mcp';
 import { Toolgate as CoreToolgate } from 'toolgate/core';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -40,6 +40,7 @@ export async function usage(catalog: string, policy?: string): Promise<string> {
     await Toolgate.load({ catalog: '{' });
   } catch (e) {
     if (e instanceof LoadError) return `${e.code} ${e.line}:${e.column} ${e.origin}`;
+    if (e instanceof ComponentError) return e.code satisfies 'COMPONENT_INVALID';
     if (e instanceof ToolgateError) return e.code;
   }
   const server = guardServer(new McpServer({ name: 'x', version: '1' }), { gate, confirmation: 'none', context: (extra) => ({ scopes: extra.authInfo?.scopes ?? null }) });
