@@ -10,6 +10,7 @@ only wasmtime-py's public API.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -154,12 +155,16 @@ class Trap(Exception):
         self.frames = frames
 
 
+#: The component's file name, in the package and in a prepared directory.
+COMPONENT_FILE = "toolgate_policy.wasm"
+
+
 def component_path() -> Path:
     """Where the shipped component is (``TOOLGATE_COMPONENT`` overrides)."""
     override = os.environ.get("TOOLGATE_COMPONENT")
     if override:
         return Path(override)
-    return _PACKAGE_DIR / "toolgate_policy.wasm"
+    return _PACKAGE_DIR / COMPONENT_FILE
 
 
 #: The installed package's directory: the component and its shipped native code
@@ -179,8 +184,9 @@ def _cache_dir() -> Path | None:
 #: origin in: the SHA-256 of the component it was prepared from (the Rust SDK's
 #: ``PREPARED_FROM``).
 PREPARED_FROM = "toolgate:prepared-from"
-#: The prepared component's file in a directory ``toolgate prepare`` wrote.
-PREPARED_COMPONENT_FILE = "toolgate_policy.wasm"
+#: The prepared component's file in a directory ``toolgate prepare`` wrote
+#: (the same name as the package's own).
+PREPARED_COMPONENT_FILE = COMPONENT_FILE
 
 
 class ComponentRefused(Exception):
@@ -224,6 +230,12 @@ def custom_sections(wasm: bytes, name: str) -> list[bytes]:
     return found
 
 
+@functools.cache
+def _own_component_sha256() -> bytes:
+    """The SHA-256 of the component this package carries, read once."""
+    return hashlib.sha256((_PACKAGE_DIR / COMPONENT_FILE).read_bytes()).digest()
+
+
 def _check_prepared_origin(wasm: bytes) -> None:
     """Refuses a prepared component made from another build's component than
     the one this package carries: its snapshot holds that build's engine
@@ -233,7 +245,7 @@ def _check_prepared_origin(wasm: bytes) -> None:
     if not origins:
         return
     try:
-        own = hashlib.sha256((_PACKAGE_DIR / "toolgate_policy.wasm").read_bytes()).digest()
+        own = _own_component_sha256()
     except OSError as e:
         raise ComponentRefused(f"a prepared component is checked against this package's own component: {e}") from None
     for origin in origins:
