@@ -597,6 +597,48 @@ fn main() -> Result<(), Error> {
             }
             Ok(())
         }
+        // Two builds of the component raced on the mix, rounds interleaved:
+        // what a guest change does to a decision, on a machine too noisy
+        // for two separate runs to compare.
+        Some("compare-components") => {
+            let (Some(before), Some(after)) = (args.get(1), args.get(2)) else {
+                return Err("usage: bench compare-components BEFORE.wasm AFTER.wasm [ROUNDS]".into());
+            };
+            let rounds = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(400);
+            let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
+            let context = workload::context_json();
+            let mut rule_sets = Vec::new();
+            for file in [before, after] {
+                let engine = toolgate::Engine::from_component_bytes(&std::fs::read(file)?, toolgate::Limits::default())?;
+                rule_sets.push(engine.load(Some(workload::POLICY), workload::SEED_CATALOG)?);
+            }
+            let [old, new] = &rule_sets[..] else {
+                return Err("two components".into());
+            };
+            for call in &calls {
+                let (a, b) = (old.evaluate_raw(call.as_bytes(), &context), new.evaluate_raw(call.as_bytes(), &context));
+                if a.json != b.json {
+                    return Err(format!("the two components disagree on {call}:\n{}\n{}", a.json, b.json).into());
+                }
+            }
+            // Many short rounds, each component's fastest kept: noise here
+            // only ever adds time, so the minimum is the steadiest figure.
+            let mut fastest = [f64::INFINITY; 2];
+            for _ in 0..rounds {
+                for (rules, best) in rule_sets.iter().zip(fastest.iter_mut()) {
+                    let start = Instant::now();
+                    for _ in 0..100 {
+                        for call in &calls {
+                            black_box(rules.evaluate_raw(call.as_bytes(), &context));
+                        }
+                    }
+                    *best = best.min(start.elapsed().as_nanos() as f64 / (100 * calls.len()) as f64);
+                }
+            }
+            let [old_ns, new_ns] = fastest;
+            println!("decision ns: before {old_ns:.0}, after {new_ns:.0}, after/before {:.3}", new_ns / old_ns);
+            Ok(())
+        }
         Some("profile-component-evaluate") => {
             let engine = profiled_engine(&args)?;
             let rules = engine.load(Some(workload::POLICY), workload::SEED_CATALOG)?;

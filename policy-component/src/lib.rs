@@ -19,11 +19,11 @@ mod grow_ahead;
 struct Component;
 
 /// A loaded rule set and the last context it was called with (parsed once per
-/// distinct context text: see `policy_core::context::ContextMemo`). A `Cell`:
-/// the component is single-threaded and never re-entered.
+/// distinct context text: see `policy_core::context::ContextMemo`). A
+/// `RefCell`: the component is single-threaded and never re-entered.
 struct LoadedRules {
     rules: Rc<policy_core::Rules>,
-    contexts: std::cell::Cell<policy_core::context::ContextMemo>,
+    contexts: RefCell<policy_core::context::ContextMemo>,
 }
 
 /// The texts of this instance's last successful load and what they loaded.
@@ -70,10 +70,13 @@ impl LoadedRules {
         text: &str,
         f: impl FnOnce(Result<&policy_core::Context, &policy_core::Problem>) -> T,
     ) -> T {
-        let mut memo = self.contexts.take();
-        let out = f(memo.parse(text));
-        self.contexts.set(memo);
-        out
+        // Borrowed in place, not moved out and back (two copies of the memo
+        // per call). The component is never re-entered, so the borrow is
+        // always free; were it not, a fresh parse gives the same answer.
+        match self.contexts.try_borrow_mut() {
+            Ok(mut memo) => f(memo.parse(text)),
+            Err(_) => f(policy_core::Context::parse(text).as_ref()),
+        }
     }
 }
 

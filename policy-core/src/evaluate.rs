@@ -42,8 +42,12 @@ pub fn parse_call(bytes: &[u8]) -> Result<Call, (Option<String>, String)> {
 /// errors. It takes a text only when the general way would take it too, with
 /// the same result: the same strict values (no duplicate key at any depth),
 /// the keys `name`, `arguments` and `_meta` at most once each, a string name.
+///
+/// The text's UTF-8 is checked once, whole, rather than string by string as
+/// a reader of bytes does (#17: a byte loop per string in the component).
 fn read_well_formed_call(bytes: &[u8]) -> Option<Call> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
     let call = serde::Deserializer::deserialize_map(&mut de, CallVisitor).ok()?;
     de.end().ok()?;
     Some(call)
@@ -157,11 +161,11 @@ impl Rules {
             Ok(ctx) => ctx,
             Err(problem) => {
                 let denial = Denial::with_details(Code::InvalidContext, reason_details(&problem.to_string()));
-                return decision::unattributed(None, &denial, self.revision());
+                return decision::unattributed(None, &denial, self.revision_json());
             }
         };
         match parse_call(call) {
-            Ok(call) => self.evaluate(&call.name, call.arguments.as_ref(), ctx),
+            Ok(call) => self.evaluate_args(&call.name, call.arguments.map(Cow::Owned), ctx),
             Err((name, reason)) => {
                 let name_json = name.map(|n| {
                     let mut s = String::new();
@@ -169,13 +173,21 @@ impl Rules {
                     s
                 });
                 let denial = Denial::with_details(Code::BadRequest, reason_details(&reason));
-                decision::unattributed(name_json.as_deref(), &denial, self.revision())
+                decision::unattributed(name_json.as_deref(), &denial, self.revision_json())
             }
         }
     }
 
     /// Decides one call (SPEC §4).
     pub fn evaluate(&self, name: &str, arguments: Option<&Value>, ctx: &Context) -> Decision {
+        self.evaluate_args(name, arguments.map(Cow::Borrowed), ctx)
+    }
+
+    /// [`Rules::evaluate`] on arguments it may own: a call read from text
+    /// hands its arguments over, and the fields validation must not see are
+    /// then set aside in place instead of on a copy (#17: copying was a
+    /// tenth of a confirmed call's decision in the component).
+    fn evaluate_args(&self, name: &str, arguments: Option<Cow<'_, Value>>, ctx: &Context) -> Decision {
         // 1. Known and exposed; anything else answers exactly like an unknown tool.
         let Some(tool) = self.tool(name).filter(|t| expose::is_exposed(&t.name, &t.class, ctx)) else {
             let mut name_json = String::with_capacity(name.len() + 2);
@@ -184,7 +196,7 @@ impl Rules {
         };
         // An empty BTreeMap does not allocate: `{}` costs nothing here.
         let empty_value = Value::Object(Map::new());
-        let args_value = arguments.unwrap_or(&empty_value);
+        let mut args_value = arguments.unwrap_or(Cow::Borrowed(&empty_value));
         let Some(args) = args_value.as_object() else {
             // Scopes are checked before argument shape (check 2 before 3).
             if let Some(d) = self.scope_denial(tool, ctx) {
@@ -200,8 +212,8 @@ impl Rules {
         }
         // 3. Arguments: schema and `requires`. Schema failures that concern
         // only the confirmation fields or only the idempotency key are left to
-        // checks 5 and 4.
-        let concerns = schema_concerns(tool, args_value, args);
+        // checks 5 and 4. What the later checks read of the arguments is read
+        // first: validation may set the engine's fields aside.
         let missing: Vec<&str> = tool
             .class
             .requires
@@ -209,12 +221,14 @@ impl Rules {
             .filter(|r| args.get(r.as_str()).is_none_or(Value::is_null))
             .map(String::as_str)
             .collect();
+        let idempotency_key_ok = idempotency_key_ok(tool, args);
+        let concerns = schema_concerns(tool, &mut args_value);
         if !concerns.general.is_empty() || !missing.is_empty() {
             let d = Denial::with_details(Code::BadRequest, bad_request_details(&concerns.general, &missing));
             return self.about(tool, tool.class.confirmation_required, received, Some(&d));
         }
         // 4. Idempotency key.
-        if concerns.idempotency || !idempotency_key_ok(tool, args) {
+        if concerns.idempotency || !idempotency_key_ok {
             let d = Denial::new(Code::IdempotencyKeyInvalid);
             return self.about(tool, tool.class.confirmation_required, received, Some(&d));
         }
@@ -244,14 +258,16 @@ impl Rules {
         Some(Denial::with_details(Code::ScopeDenied, details))
     }
 
-    fn about(&self, tool: &Tool, required: bool, received: bool, denial: Option<&Denial>) -> Decision {
+    /// A decision about `tool`, from the pieces it and the rule set wrote
+    /// at load.
+    pub(crate) fn about(&self, tool: &Tool, required: bool, received: bool, denial: Option<&Denial>) -> Decision {
         decision::about_tool(
             &tool.name_json,
-            &tool.class,
+            &tool.class_members,
             required,
             received,
             denial,
-            self.revision(),
+            self.revision_json(),
         )
     }
 }
@@ -299,27 +315,31 @@ struct Concerns {
     confirmation: bool,
 }
 
-fn schema_concerns(tool: &Tool, args_value: &Value, args: &Map<String, Value>) -> Concerns {
-    let mut concerns = Concerns::default();
+fn schema_concerns(tool: &Tool, args_value: &mut Cow<'_, Value>) -> Concerns {
     let Some(validator) = &tool.validator else {
-        return concerns;
+        return Concerns::default();
     };
     // Confirmation fields the schema does not declare belong to the engine:
-    // validation does not see them.
-    let undeclared_present = tool.strip_fields.iter().any(|f| args.contains_key(*f));
-    let instance: Cow<'_, Value> = if undeclared_present {
-        let mut copy = args.clone();
-        for f in &tool.strip_fields {
-            copy.remove(*f);
-        }
-        Cow::Owned(Value::Object(copy))
-    } else {
-        Cow::Borrowed(args_value)
+    // validation does not see them. Arguments read from a call's text are
+    // owned, and lose them in place; borrowed ones are copied (`to_mut`).
+    let undeclared_present = match args_value.as_ref() {
+        Value::Object(args) => tool.strip_fields.iter().any(|f| args.contains_key(*f)),
+        _ => false,
     };
-    if validator.is_valid(&instance) {
+    if undeclared_present && let Value::Object(args) = args_value.to_mut() {
+        for f in &tool.strip_fields {
+            args.remove(*f);
+        }
+    }
+    concerns_of(validator, args_value)
+}
+
+fn concerns_of(validator: &jsonschema::Validator, instance: &Value) -> Concerns {
+    let mut concerns = Concerns::default();
+    if validator.is_valid(instance) {
         return concerns;
     }
-    for error in validator.iter_errors(&instance) {
+    for error in validator.iter_errors(instance) {
         let keyword = keyword_name(error.kind());
         let fields: Vec<String> = match error.instance_path().segments().next() {
             Some(LocationSegment::Property(p)) => vec![p.into_owned()],

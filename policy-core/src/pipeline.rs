@@ -227,13 +227,11 @@ impl Rules {
             Confirmation::Person => confirmed_by_person(tool, args),
             Confirmation::Seal(seal) if self.seal_matches(tool, &digest(), seal) => confirmed_by_person(tool, args),
             Confirmation::Seal(_) | Confirmation::Invalid => {
-                let decision = decision::about_tool(
-                    &tool.name_json,
-                    &tool.class,
+                let decision = self.about(
+                    tool,
                     tool.class.confirmation_required,
                     false,
                     Some(&Denial::new(Code::ConfirmationInvalid)),
-                    self.revision(),
                 );
                 return self.denied(decision, has_output_schema, Some(digest()));
             }

@@ -4,6 +4,7 @@
 use crate::catalog::{self, Catalog, CatalogTool};
 use crate::classify::{self, CatalogHint, Classification, declares_property};
 use crate::context::Context;
+use crate::decision;
 use crate::error::{Finding, Origin, Problem, ProblemCode, Severity};
 use crate::evaluate::{CONFIRMATION_FIELDS, IDEMPOTENCY_FIELD};
 use crate::expose;
@@ -24,6 +25,9 @@ pub struct Tool {
     /// The name as a JSON string literal, written once.
     pub name_json: String,
     pub class: Classification,
+    /// `class` as a decision writes it (`decision::classification_members`),
+    /// written once.
+    pub class_members: String,
     /// What is kept of the catalog's entry once the tool is built.
     pub source: ToolSource,
     pub validator: Option<jsonschema::Validator>,
@@ -73,6 +77,8 @@ pub struct Rules {
     tools: Vec<Tool>,
     index: NameIndex,
     revision: String,
+    /// The revision as a JSON string literal, written once.
+    revision_json: String,
     policy: Option<Policy>,
     catalog_form: catalog::CatalogForm,
 }
@@ -132,6 +138,7 @@ impl Rules {
             tools.push(Tool {
                 name: source.name.clone(),
                 name_json,
+                class_members: decision::classification_members(&class),
                 declares_idempotency_key: declares_property(schema, IDEMPOTENCY_FIELD),
                 class,
                 validator,
@@ -140,10 +147,13 @@ impl Rules {
                 source: ToolSource::of(source),
             });
         }
+        let mut revision_json = String::new();
+        write_str(&mut revision_json, &revision);
         Ok(Rules {
             tools,
             index,
             revision,
+            revision_json,
             policy,
             catalog_form: catalog.form,
         })
@@ -151,6 +161,11 @@ impl Rules {
 
     pub fn revision(&self) -> &str {
         &self.revision
+    }
+
+    /// [`Rules::revision`] as a JSON string literal.
+    pub fn revision_json(&self) -> &str {
+        &self.revision_json
     }
 
     pub fn tool(&self, name: &str) -> Option<&Tool> {

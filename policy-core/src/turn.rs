@@ -6,7 +6,7 @@
 //! executed on the next "yes").
 
 use crate::context::Context;
-use crate::decision::{self, Code, Decision, Denial};
+use crate::decision::{Code, Decision, Denial};
 use crate::error::{Origin, Problem, ProblemCode};
 use crate::evaluate::{CONFIRMATION_FIELDS, call_from_value};
 use crate::json::{self, write_bool, write_str};
@@ -426,14 +426,7 @@ impl Rules {
     fn transaction_limit(&self, call: &ToolCall, ctx: &Context) -> Decision {
         let denial = Denial::new(Code::TransactionLimit);
         match self.tool(&call.name) {
-            Some(tool) => decision::about_tool(
-                &tool.name_json,
-                &tool.class,
-                tool.class.confirmation_required,
-                false,
-                Some(&denial),
-                self.revision(),
-            ),
+            Some(tool) => self.about(tool, tool.class.confirmation_required, false, Some(&denial)),
             None => self.evaluate_map(call, ctx),
         }
     }
