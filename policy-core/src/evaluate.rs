@@ -358,7 +358,7 @@ fn concerns_of(validator: &jsonschema::Validator, instance: &Value) -> Concerns 
                 concerns.idempotency = true;
             } else {
                 let path = match error.instance_path().as_str() {
-                    "" if !field.is_empty() => format!("/{}", field.replace('~', "~0").replace('/', "~1")),
+                    "" if !field.is_empty() => pointer_to(&field),
                     p => p.to_owned(),
                 };
                 concerns.general.push((path, keyword));
@@ -372,6 +372,18 @@ fn concerns_of(validator: &jsonschema::Validator, instance: &Value) -> Concerns 
     concerns.general.sort_unstable();
     concerns.general.truncate(MAX_REPORTED_ERRORS);
     concerns
+}
+
+/// The JSON Pointer to a top-level field (RFC 6901: `~` and `/` escaped).
+fn pointer_to(field: &str) -> String {
+    if field.contains(['~', '/']) {
+        format!("/{}", field.replace('~', "~0").replace('/', "~1"))
+    } else {
+        let mut path = String::with_capacity(field.len() + 1);
+        path.push('/');
+        path.push_str(field);
+        path
+    }
 }
 
 fn bad_request_details(errors: &[(String, &'static str)], missing: &[&str]) -> String {

@@ -5,6 +5,7 @@
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
 /// Parses JSON text, refusing duplicate object keys, invalid UTF-8, lone
@@ -89,16 +90,23 @@ impl<'de> Visitor<'de> for StrictVisitor {
 
 /// Shortens a key or name for an error message, so a huge input cannot make a
 /// huge message. Never used for argument values, which are never echoed.
-pub fn truncate_for_message(s: &str) -> String {
+pub fn truncate_for_message(s: &str) -> Cow<'_, str> {
     const MAX: usize = 64;
     if s.len() <= MAX {
-        return s.escape_debug().to_string();
+        // Printable ASCII other than quotes and backslash is what
+        // `escape_debug` leaves as it is: no copy for it.
+        if s.bytes()
+            .all(|b| matches!(b, b' '..=b'~') && !matches!(b, b'"' | b'\'' | b'\\'))
+        {
+            return Cow::Borrowed(s);
+        }
+        return Cow::Owned(s.escape_debug().to_string());
     }
     let mut end = MAX;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", s.get(..end).unwrap_or_default().escape_debug())
+    Cow::Owned(format!("{}…", s.get(..end).unwrap_or_default().escape_debug()))
 }
 
 /// Writes `value` canonically: object keys sorted by their UTF-8 bytes, no
@@ -211,6 +219,23 @@ mod tests {
         assert!(parse_strict(br#"{"a":1,"a":2}"#).is_err());
         assert!(parse_strict(br#"{"x":{"confirmed":false,"confirmed":true}}"#).is_err());
         assert!(parse_strict(br#"{"a":1,"b":2}"#).is_ok());
+    }
+
+    #[test]
+    fn a_short_text_reads_as_escape_debug_writes_it() {
+        for text in [
+            "plain",
+            "a/b~c",
+            "quote\"d",
+            "it's",
+            "back\\slash",
+            "tab\t",
+            "caf\u{e9}",
+            "\u{301}x",
+            "",
+        ] {
+            assert_eq!(truncate_for_message(text), text.escape_debug().to_string(), "{text:?}");
+        }
     }
 
     #[test]

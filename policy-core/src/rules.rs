@@ -12,12 +12,6 @@ use crate::json::{self, write_str};
 use crate::policy::{self, OperationType, Policy};
 use crate::schemas;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
-/// A deterministic hasher: the core has no randomness, and lookups must
-/// cost the same in every runtime.
-type NameIndex = HashMap<String, usize, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>;
 
 #[derive(Debug)]
 pub struct Tool {
@@ -74,8 +68,10 @@ impl ToolSource {
 
 #[derive(Debug)]
 pub struct Rules {
+    /// Sorted by name (names are unique): found by binary search, which
+    /// costs a few comparisons where a hash index cost hashing every name
+    /// looked up and a second copy of every name (#17).
     tools: Vec<Tool>,
-    index: NameIndex,
     revision: String,
     /// The revision as a JSON string literal, written once.
     revision_json: String,
@@ -104,7 +100,6 @@ impl Rules {
         let mut tools = Vec::with_capacity(sources.len());
         let empty_schema: Value =
             serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
-        let mut index = NameIndex::default();
         // A tool without a schema publishes the empty-object schema
         // (SPEC §3), and calls are checked against what is published.
         let input_schemas: Vec<&Value> = sources
@@ -134,7 +129,6 @@ impl Rules {
             let mut name_json = String::new();
             write_str(&mut name_json, &source.name);
             let list_entry = list_entry(&source, &class);
-            index.insert(source.name.clone(), tools.len());
             tools.push(Tool {
                 name: source.name.clone(),
                 name_json,
@@ -151,7 +145,6 @@ impl Rules {
         write_str(&mut revision_json, &revision);
         Ok(Rules {
             tools,
-            index,
             revision,
             revision_json,
             policy,
@@ -169,7 +162,8 @@ impl Rules {
     }
 
     pub fn tool(&self, name: &str) -> Option<&Tool> {
-        self.index.get(name).and_then(|&i| self.tools.get(i))
+        let at = self.tools.binary_search_by(|tool| tool.name.as_str().cmp(name)).ok()?;
+        self.tools.get(at)
     }
 
     /// Every tool, sorted by name.
@@ -340,4 +334,23 @@ fn list_entry(tool: &CatalogTool, class: &Classification) -> String {
     }
     out.push_str("}}");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_is_found_by_its_exact_name_and_no_other() {
+        let names = ["send", "B", "a", "é", "a_b", "ab", "A", "a.b", "zz", "aa", "a-b"];
+        let tools: Vec<String> = names.iter().map(|n| format!(r#"{{"name":{n:?}}}"#)).collect();
+        let catalog = format!(r#"{{"tools":[{}]}}"#, tools.join(","));
+        let rules = Rules::load(None, &catalog).unwrap();
+        for name in names {
+            assert_eq!(rules.tool(name).map(|t| t.name.as_str()), Some(name), "{name:?}");
+        }
+        for unknown in ["s", "sendx", "b", "É", "a_", "ZZ", " "] {
+            assert!(rules.tool(unknown).is_none(), "{unknown:?}");
+        }
+    }
 }

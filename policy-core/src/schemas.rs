@@ -87,7 +87,7 @@ pub fn compile(schema: &Value) -> Result<Validator, String> {
 fn compile_with(schema: &Value, patterns: &jsonschema::PatternCache) -> Result<Validator, String> {
     options(patterns)
         .build(schema)
-        .map_err(|e| json::truncate_for_message(&e.to_string()))
+        .map_err(|e| json::truncate_for_message(&e.to_string()).into_owned())
 }
 
 fn options(patterns: &jsonschema::PatternCache) -> jsonschema::ValidationOptions<'static> {

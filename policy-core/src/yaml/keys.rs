@@ -311,7 +311,7 @@ where
 /// `` `yes` `` or `` `yes` (the same key as `true`) ``, for messages.
 fn describe_pair(first: &[Meaning], second: &[Meaning]) -> String {
     let text = |m: &[Meaning]| match m.first() {
-        Some(Meaning::Text(t)) => crate::json::truncate_for_message(t),
+        Some(Meaning::Text(t)) => crate::json::truncate_for_message(t).into_owned(),
         _ => String::new(),
     };
     let (a, b) = (text(first), text(second));
