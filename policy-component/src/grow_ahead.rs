@@ -14,9 +14,18 @@
 //!
 //! A step the host refuses (a memory cap) is no error: the allocation that
 //! needed memory already has it, and later ones grow as before.
+//!
+//! While a rule set loads ([`zeroing_freed`]), freed blocks are zeroed first.
+//! A load leaves behind far more than it keeps (the parsed catalog, texts
+//! written to be hashed, buffers outgrown), and dlmalloc leaves freed bytes
+//! as they were: a prepared engine's snapshot of the memory carried all of it
+//! (16 KB per tool), and every instance of it copies the snapshot again
+//! (#17). Zero pages are not part of a snapshot. Outside a load nothing is
+//! zeroed, so decisions pay nothing for it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::arch::wasm32::memory_size;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 const PAGE_BYTES: usize = 65_536;
 /// The largest step, so a guest near a host's memory cap overshoots it by at
@@ -24,6 +33,21 @@ const PAGE_BYTES: usize = 65_536;
 const MAX_STEP: usize = 64 << 20;
 
 struct GrowAhead;
+
+/// Set while [`zeroing_freed`] runs (the component is single-threaded).
+static ZERO_FREED: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f` with every block freed meanwhile zeroed first.
+pub fn zeroing_freed<T>(f: impl FnOnce() -> T) -> T {
+    let outer = ZERO_FREED.swap(true, Ordering::Relaxed);
+    let out = f();
+    ZERO_FREED.store(outer, Ordering::Relaxed);
+    out
+}
+
+fn zeroing() -> bool {
+    ZERO_FREED.load(Ordering::Relaxed)
+}
 
 #[global_allocator]
 static ALLOCATOR: GrowAhead = GrowAhead;
@@ -73,12 +97,39 @@ unsafe impl GlobalAlloc for GrowAhead {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded; `ptr` came from this allocator, that is `System`.
-        unsafe { System.dealloc(ptr, layout) }
+        // SAFETY: forwarded; `ptr` came from this allocator, that is `System`,
+        // and its `layout.size()` bytes are the caller's to give up, so
+        // writing them before handing them back is sound.
+        unsafe {
+            if zeroing() {
+                ptr.write_bytes(0, layout.size());
+            }
+            System.dealloc(ptr, layout)
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded; `ptr` came from `System` with `layout`.
-        stepping_ahead(|| unsafe { System.realloc(ptr, layout, new_size) })
+        if !zeroing() {
+            // SAFETY: forwarded; `ptr` came from `System` with `layout`.
+            return stepping_ahead(|| unsafe { System.realloc(ptr, layout, new_size) });
+        }
+        // Zeroing: a block `System.realloc` moves would be freed unzeroed
+        // inside it, so move it here (what `GlobalAlloc::realloc` does by
+        // default) and free the old block through `dealloc`.
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: `new_layout` has the caller's non-zero size and alignment;
+        // the old block is valid for `layout.size()` bytes, the new one for
+        // `new_size`, they do not overlap, and the old one is freed once,
+        // with its own layout.
+        unsafe {
+            let new = self.alloc(new_layout);
+            if !new.is_null() {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+            new
+        }
     }
 }

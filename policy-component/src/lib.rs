@@ -15,6 +15,14 @@ use exports::toolgate::policy::engine::{
 
 #[cfg(target_arch = "wasm32")]
 mod grow_ahead;
+#[cfg(target_arch = "wasm32")]
+use grow_ahead::zeroing_freed;
+
+/// Natively (the crate's own tests) the system allocator is used as it is.
+#[cfg(not(target_arch = "wasm32"))]
+fn zeroing_freed<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
 
 struct Component;
 
@@ -55,7 +63,7 @@ fn load_remembered(policy: Option<String>, catalog: String) -> Result<Rc<policy_
     if let Some(rules) = remembered {
         return Ok(rules);
     }
-    let rules = Rc::new(policy_core::Rules::load(policy.as_deref(), &catalog)?);
+    let rules = Rc::new(zeroing_freed(|| policy_core::Rules::load(policy.as_deref(), &catalog))?);
     LAST_LOAD.set(Some(LastLoad {
         policy,
         catalog,

@@ -203,3 +203,18 @@ fn precompiled_prepared_code_loads_the_prepared_texts() {
         answers(&shipped.load(Some(POLICY), CATALOG).unwrap())
     );
 }
+
+/// What a load frees is zeroed before it is freed, so the snapshot carries
+/// only what the rules keep (#17: a prepared engine's every instance copies
+/// it). The catalog's text is kept (to recognize the same texts again), so
+/// its marker is there once; the load's parsed copy of it is not.
+#[test]
+fn what_the_load_freed_is_not_in_the_snapshot() {
+    const MARKER: &[u8] = b"MARKER-freed-after-load-0123456789";
+    let catalog = r#"{"tools":[{"name":"lookup","annotations":{"readOnlyHint":true},
+      "_meta":{"vendor":"MARKER-freed-after-load-0123456789"},
+      "inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}}]}"#;
+    let prepared = toolgate::prepare(None, catalog).unwrap();
+    let copies = prepared.windows(MARKER.len()).filter(|w| *w == MARKER).count();
+    assert_eq!(copies, 1);
+}
