@@ -185,8 +185,9 @@ impl Rules {
 
     /// [`Rules::evaluate`] on arguments it may own: a call read from text
     /// hands its arguments over, and the fields validation must not see are
-    /// then set aside in place instead of on a copy (#17: copying was a
-    /// tenth of a confirmed call's decision in the component).
+    /// then removed in place instead of from a copy (#17: every confirmed
+    /// call to a tool whose schema does not declare `confirmed` copied its
+    /// whole argument map).
     fn evaluate_args(&self, name: &str, arguments: Option<Cow<'_, Value>>, ctx: &Context) -> Decision {
         // 1. Known and exposed; anything else answers exactly like an unknown tool.
         let Some(tool) = self.tool(name).filter(|t| expose::is_exposed(&t.name, &t.class, ctx)) else {
@@ -213,7 +214,7 @@ impl Rules {
         // 3. Arguments: schema and `requires`. Schema failures that concern
         // only the confirmation fields or only the idempotency key are left to
         // checks 5 and 4. What the later checks read of the arguments is read
-        // first: validation may set the engine's fields aside.
+        // first: validation may remove the engine's fields from them.
         let missing: Vec<&str> = tool
             .class
             .requires
