@@ -208,16 +208,33 @@ pub fn about_tool(
         Some(pieces) => ("{\"ok\":false,\"error\":", pieces),
         None => ("{\"ok\":true,\"error\":null", &[]),
     };
+    // The booleans pick whole pieces, each spelled from one template.
+    macro_rules! blocked {
+        ($blocked:literal) => {
+            concat!(",\"blocked_by_policy\":", $blocked)
+        };
+    }
+    macro_rules! confirmation {
+        ($required:literal, $received:literal) => {
+            concat!(
+                ",\"confirmation_required\":",
+                $required,
+                ",\"confirmation_received\":",
+                $received,
+                ",\"policy_revision\":"
+            )
+        };
+    }
     let blocked_by_policy = if denial.is_some() {
-        ",\"blocked_by_policy\":true"
+        blocked!(true)
     } else {
-        ",\"blocked_by_policy\":false"
+        blocked!(false)
     };
     let confirmation = match (confirmation_required, confirmation_received) {
-        (false, false) => ",\"confirmation_required\":false,\"confirmation_received\":false,\"policy_revision\":",
-        (false, true) => ",\"confirmation_required\":false,\"confirmation_received\":true,\"policy_revision\":",
-        (true, false) => ",\"confirmation_required\":true,\"confirmation_received\":false,\"policy_revision\":",
-        (true, true) => ",\"confirmation_required\":true,\"confirmation_received\":true,\"policy_revision\":",
+        (false, false) => confirmation!(false, false),
+        (false, true) => confirmation!(false, true),
+        (true, false) => confirmation!(true, false),
+        (true, true) => confirmation!(true, true),
     };
     Decision {
         ok: denial.is_none(),
