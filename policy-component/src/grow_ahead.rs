@@ -27,6 +27,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::arch::wasm32::memory_size;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::pack;
+
 const PAGE_BYTES: usize = 65_536;
 /// The largest step, so a guest near a host's memory cap overshoots it by at
 /// most this much.
@@ -85,23 +87,43 @@ fn stepping_ahead(allocate: impl FnOnce() -> *mut u8) -> *mut u8 {
 // SAFETY: every method forwards to `System` with the caller's arguments
 // unchanged, so `System`'s guarantees are this allocator's; `step_ahead` only
 // allocates and frees a block of its own.
+//
+// While a load is packed (`crate::pack`), a block may instead come from the
+// pack's arena, which `System` never saw: such a block is never handed to
+// `System` (`pack::in_arena`), and is moved out of the arena to be resized.
 unsafe impl GlobalAlloc for GrowAhead {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if let Some(placed) = pack::place(layout) {
+            return placed;
+        }
         // SAFETY: forwarded; the caller upholds `alloc`'s contract.
-        stepping_ahead(|| unsafe { System.alloc(layout) })
+        let ptr = stepping_ahead(|| unsafe { System.alloc(layout) });
+        pack::allocated(ptr, layout);
+        ptr
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if let Some(placed) = pack::place(layout) {
+            return placed;
+        }
         // SAFETY: forwarded; the caller upholds `alloc_zeroed`'s contract.
-        stepping_ahead(|| unsafe { System.alloc_zeroed(layout) })
+        let ptr = stepping_ahead(|| unsafe { System.alloc_zeroed(layout) });
+        pack::allocated(ptr, layout);
+        ptr
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if pack::in_arena(ptr) {
+            // SAFETY: the caller gives up this block of `layout.size()` bytes.
+            unsafe { pack::forget(ptr, layout.size()) };
+            return;
+        }
+        pack::freed(ptr);
         // SAFETY: forwarded; `ptr` came from this allocator, that is `System`,
         // and its `layout.size()` bytes are the caller's to give up, so
         // writing them before handing them back is sound.
         unsafe {
-            if zeroing() {
+            if zeroing() || pack::is_bookkeeping() {
                 ptr.write_bytes(0, layout.size());
             }
             System.dealloc(ptr, layout)
@@ -109,13 +131,15 @@ unsafe impl GlobalAlloc for GrowAhead {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if !zeroing() {
+        if !zeroing() && !pack::active() && !pack::in_arena(ptr) {
             // SAFETY: forwarded; `ptr` came from `System` with `layout`.
             return stepping_ahead(|| unsafe { System.realloc(ptr, layout, new_size) });
         }
         // Zeroing: a block `System.realloc` moves would be freed unzeroed
         // inside it, so move it here (what `GlobalAlloc::realloc` does by
-        // default) and free the old block through `dealloc`.
+        // default) and free the old block through `dealloc`. Packing: the
+        // pack sees the move as the load's own free and allocation. A block
+        // in the arena: `System` does not know it.
         let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
             return std::ptr::null_mut();
         };
@@ -130,6 +154,73 @@ unsafe impl GlobalAlloc for GrowAhead {
                 self.dealloc(ptr, layout);
             }
             new
+        }
+    }
+}
+
+/// Zeroes what the allocator keeps in its free memory: the headers and
+/// links it wrote into blocks as they were freed and merged. A load's
+/// freed blocks are zeroed (`zeroing_freed`), but those few bytes per block
+/// are written after, and once a packed load (`crate::pack`) has churned
+/// through the heap they lie on nearly every page of it, which a snapshot
+/// then carries (#17).
+///
+/// Only the allocator's public interface is used: the free memory is
+/// allocated, largest blocks first, zeroed and freed again, so what remains
+/// written is the headers of those few blocks. A block that needed the
+/// memory to grow is given back at once (the memory may end up that much
+/// larger, all of it zero).
+pub fn scrub_free_memory() {
+    // Larger free blocks are taken in pieces of this size: a header left
+    // every MiB costs nothing. A level that has to grow the memory grows
+    // it by at most its size, so the memory grows by at most twice this.
+    const LARGEST: usize = 1 << 20;
+    const SMALLEST: usize = 64;
+    // Held blocks form a list through their first two words: next, size.
+    let mut held: *mut u8 = std::ptr::null_mut();
+    let mut size = LARGEST;
+    while size >= SMALLEST {
+        let Ok(layout) = Layout::from_size_align(size, 8) else {
+            break;
+        };
+        let before = pages();
+        // SAFETY: a non-zero size; every block is freed below with its layout.
+        let block = unsafe { System.alloc(layout) };
+        if block.is_null() || pages() != before {
+            if !block.is_null() {
+                // SAFETY: allocated just above with `layout`.
+                unsafe { System.dealloc(block, layout) };
+            }
+            // Below a page, the memory grows by a whole page, which the
+            // smaller levels would only cut into more pieces (more headers):
+            // what is left free is smaller than this level.
+            if size < PAGE_BYTES && pages() != before {
+                break;
+            }
+            size /= 2;
+            continue;
+        }
+        // SAFETY: the block is ours for `size` (at least 64) bytes, aligned
+        // to 8: room for the two words of the list.
+        unsafe {
+            block.write_bytes(0, size);
+            block.cast::<*mut u8>().write(held);
+            block.add(std::mem::size_of::<usize>()).cast::<usize>().write(size);
+        }
+        held = block;
+    }
+    while !held.is_null() {
+        // SAFETY: each held block starts with the list's two words, written
+        // above; it is zeroed again and freed with the layout it was
+        // allocated with.
+        unsafe {
+            let next = held.cast::<*mut u8>().read();
+            let size = held.add(std::mem::size_of::<usize>()).cast::<usize>().read();
+            held.write_bytes(0, 2 * std::mem::size_of::<usize>());
+            if let Ok(layout) = Layout::from_size_align(size, 8) {
+                System.dealloc(held, layout);
+            }
+            held = next;
         }
     }
 }

@@ -16,12 +16,26 @@ use exports::toolgate::policy::engine::{
 #[cfg(target_arch = "wasm32")]
 mod grow_ahead;
 #[cfg(target_arch = "wasm32")]
-use grow_ahead::zeroing_freed;
+mod pack;
+#[cfg(target_arch = "wasm32")]
+use grow_ahead::{scrub_free_memory, zeroing_freed};
+#[cfg(target_arch = "wasm32")]
+use pack::{available as can_pack, packing};
 
 /// Natively (the crate's own tests) the system allocator is used as it is.
 #[cfg(not(target_arch = "wasm32"))]
 fn zeroing_freed<T>(f: impl FnOnce() -> T) -> T {
     f()
+}
+#[cfg(not(target_arch = "wasm32"))]
+fn scrub_free_memory() {}
+#[cfg(not(target_arch = "wasm32"))]
+fn can_pack() -> bool {
+    false
+}
+#[cfg(not(target_arch = "wasm32"))]
+fn packing<T, E>(load: impl Fn() -> Result<T, E>) -> Result<T, E> {
+    load()
 }
 
 struct Component;
@@ -44,10 +58,19 @@ struct LoadedRules {
 /// snapshot's instance with the same texts finds it here. Any other text is
 /// loaded as ever and replaces it (at most one rule set is kept that the
 /// host may have dropped).
+///
+/// Loading the same texts again after the host dropped every handle to
+/// them is how `toolgate prepare` asks for the rules *packed* (`pack`): laid
+/// out on as few pages as they need, for a snapshot every instance copies.
+/// The guest then loads them twice more and keeps the packed rules. Once
+/// per instance; the hosts of this repository never load twice in one
+/// instance, and a host that does gets the same decisions, the first time a
+/// little later.
 struct LastLoad {
     policy: Option<String>,
     catalog: String,
     rules: Rc<policy_core::Rules>,
+    packed: bool,
 }
 
 thread_local! {
@@ -58,17 +81,37 @@ fn load_remembered(policy: Option<String>, catalog: String) -> Result<Rc<policy_
     let remembered = LAST_LOAD.with_borrow(|last| {
         last.as_ref()
             .filter(|last| last.policy == policy && last.catalog == catalog)
-            .map(|last| Rc::clone(&last.rules))
+            .map(|last| (Rc::clone(&last.rules), last.packed))
     });
-    if let Some(rules) = remembered {
-        return Ok(rules);
+    let pack = match remembered {
+        // Held by `LAST_LOAD` and here only: every handle was dropped.
+        Some((rules, false)) if Rc::strong_count(&rules) == 2 && can_pack() => true,
+        Some((rules, _)) => return Ok(rules),
+        None => false,
+    };
+    let load = || policy_core::Rules::load(policy.as_deref(), &catalog);
+    // Whatever this drops (the rules being replaced or packed) is zeroed
+    // too: a snapshot carries no freed bytes.
+    let loaded = zeroing_freed(|| {
+        if pack {
+            LAST_LOAD.set(None);
+            packing(&load)
+        } else {
+            load()
+        }
+    });
+    let rules = Rc::new(loaded?);
+    zeroing_freed(|| {
+        LAST_LOAD.set(Some(LastLoad {
+            policy,
+            catalog,
+            rules: Rc::clone(&rules),
+            packed: pack,
+        }))
+    });
+    if pack {
+        scrub_free_memory();
     }
-    let rules = Rc::new(zeroing_freed(|| policy_core::Rules::load(policy.as_deref(), &catalog))?);
-    LAST_LOAD.set(Some(LastLoad {
-        policy,
-        catalog,
-        rules: Rc::clone(&rules),
-    }));
     Ok(rules)
 }
 

@@ -52,14 +52,26 @@ pub fn prepare(policy: Option<&str>, catalog: &str) -> Result<Vec<u8>, Error> {
         .map_err(component_error)?;
     let engine_api = bindings::Toolgate::new(&mut store, &instance).map_err(component_error)?;
     let rules = engine_api.toolgate_policy_engine().rule_set();
-    let handle = match rules.call_load(&mut store, policy, catalog) {
-        Ok(Ok(handle)) => handle,
-        Ok(Err(problem)) => return Err(Error::Load(problem.into())),
-        Err(trap) => return Err(component_error(trap)),
-    };
-    // The guest keeps the rules (its last load); the host's handle is not
-    // part of a snapshot.
-    handle.resource_drop(&mut store).map_err(component_error)?;
+    // The guest keeps the rules of its last load. Loading the same texts a
+    // second time, once every handle was dropped, asks it to pack them onto
+    // as few pages as they need (`policy-component`, `pack.rs`: it loads them
+    // twice more), and the snapshot every instance copies is that much
+    // smaller. The host's handles are not part of a snapshot.
+    for pass in 0..2 {
+        // The packing call loads twice, and records the first.
+        let budget = if pass == 0 {
+            input_bytes
+        } else {
+            input_bytes.saturating_mul(4)
+        };
+        limits.load_backstop(budget).arm(&mut store)?;
+        let handle = match rules.call_load(&mut store, policy, catalog) {
+            Ok(Ok(handle)) => handle,
+            Ok(Err(problem)) => return Err(Error::Load(problem.into())),
+            Err(trap) => return Err(component_error(trap)),
+        };
+        handle.resource_drop(&mut store).map_err(component_error)?;
+    }
     limits.call_backstop().arm(&mut store)?;
     // Wizer reads each memory whole through one call: allow up to the
     // memory cap (wasmtime's default, 128 MiB, is less than a large load's).

@@ -15,8 +15,10 @@ const ALLOWED_IMPORTS: &[&str] = &[];
 /// performance issue targets 1 MB; the guest at opt-level "s" (twice as fast
 /// as "z") is 1.11 MB with jsonschema + regex + serde-saphyr, so this guards
 /// today's size against growth while `wasm-opt` is not in the build (see
-/// CHANGELOG).
-const GZIP_BUDGET_BYTES: usize = 1_150_000;
+/// CHANGELOG). Raised by 5 KB for packing prepared rule sets
+/// (`policy-component/src/pack.rs`, 6 KB gzip), which halves a prepared
+/// engine's instantiation in Node at 1 000 tools.
+const GZIP_BUDGET_BYTES: usize = 1_155_000;
 
 const CATALOG: &str = r#"{"tools":[
   {"name":"lookup","annotations":{"readOnlyHint":true},"inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}},
