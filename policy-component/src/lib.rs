@@ -95,7 +95,7 @@ fn load_remembered(policy: Option<String>, catalog: String) -> Result<Rc<policy_
     let loaded = zeroing_freed(|| {
         if pack {
             LAST_LOAD.set(None);
-            packing(&load)
+            packing(load)
         } else {
             load()
         }
