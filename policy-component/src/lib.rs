@@ -65,7 +65,9 @@ struct LoadedRules {
 /// The guest then loads them twice more and keeps the packed rules. Once
 /// per instance; the hosts of this repository never load twice in one
 /// instance, and a host that does gets the same decisions, the first time a
-/// little later.
+/// little later. A snapshot meant to stay as loaded is taken with its
+/// handle still held (the guest's side of it is in the snapshot), so a
+/// host's first load there takes the rules as they are.
 struct LastLoad {
     policy: Option<String>,
     catalog: String,

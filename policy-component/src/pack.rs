@@ -15,8 +15,8 @@
 //! 1. *Recording*: every block the load allocates is numbered in order, and
 //!    the numbers of the blocks still allocated when it returns (the rules)
 //!    are kept. Those rules are then dropped.
-//! 2. *Replaying*: the memory is grown by what those blocks need (the
-//!    arena), and the load runs again; a block whose number was kept is cut
+//! 2. *Replaying*: one block as large as those blocks need is taken from the
+//!    allocator (the arena), and the load runs again; a block whose number was kept is cut
 //!    from the arena, one after the other, every other block comes from the
 //!    allocator as ever. Measured at 1 000 tools: all 67 919 kept blocks
 //!    placed, 3.9 MB.
@@ -27,12 +27,13 @@
 //! place, which costs pages, never correctness: the arena only decides
 //! where a block lives. At most one arena per instance.
 
-use std::alloc::Layout;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
-const PAGE_BYTES: usize = 65_536;
+/// The arena's own alignment; a block that needs more is aligned inside it.
+const ARENA_ALIGN: usize = 16;
 
 const IDLE: u8 = 0;
 const RECORDING: u8 = 1;
@@ -165,7 +166,7 @@ pub fn packing<T, E>(load: impl Fn() -> Result<T, E>) -> Result<T, E> {
         (kept, bytes)
     });
     drop(first?);
-    if let Some(start) = grow(bytes) {
+    if let Some(start) = reserve(bytes) {
         ARENA_START.store(start, Ordering::Relaxed);
         ARENA_NEXT.store(start, Ordering::Relaxed);
         ARENA_END.store(start + bytes, Ordering::Relaxed);
@@ -180,15 +181,22 @@ pub fn packing<T, E>(load: impl Fn() -> Result<T, E>) -> Result<T, E> {
     second
 }
 
-/// Grows the memory by enough pages for `bytes`; the start of the new
-/// pages, or `None` when the host refuses (the load then runs unpacked).
-fn grow(bytes: usize) -> Option<usize> {
+/// The arena: one block of `bytes` from the allocator, never freed. Taken
+/// from the allocator rather than from new pages on top of the memory: the
+/// load just dropped leaves most of the heap free, so the arena lands low,
+/// next to the rest of what the snapshot holds. A snapshot whose data spans
+/// a mostly empty range (the arena above every page the loads used) is one
+/// wasmtime will not map copy-on-write: it copied 4.6 MB on every
+/// instantiation (3.5 ms at 1 000 tools, against 0.02 ms mapped).
+fn reserve(bytes: usize) -> Option<usize> {
+    let layout = Layout::from_size_align(bytes, ARENA_ALIGN).ok()?;
     if bytes == 0 {
         return None;
     }
-    let pages = bytes.div_ceil(PAGE_BYTES);
-    let old = std::arch::wasm32::memory_grow::<0>(pages);
-    (old != usize::MAX).then(|| old * PAGE_BYTES)
+    // SAFETY: a non-zero size; the block is never freed, and nothing else
+    // holds it: the arena hands its parts out.
+    let block = unsafe { System.alloc(layout) };
+    (!block.is_null()).then_some(block as usize)
 }
 
 /// Zeroes a block freed inside the arena, which keeps it.

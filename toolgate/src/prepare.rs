@@ -4,7 +4,9 @@
 //!
 //! Nothing here decides: the guest remembers the texts of its last load and
 //! what they loaded (`policy-component`, `LastLoad`); preparing runs that load
-//! once and snapshots the guest's memory. A host then loads the prepared
+//! and snapshots the guest's memory (for the JavaScript package's core
+//! module, after loading the same texts again so that the guest packs the
+//! rules onto few pages: `RulesLayout`). A host then loads the prepared
 //! component like the shipped one and calls `load` with the same texts. The
 //! same texts return the rules loaded at preparation, byte for byte the
 //! decisions of a fresh load; any other text is loaded as ever. A prepared
@@ -37,6 +39,27 @@ pub const PREPARED_FROM: &str = "toolgate:prepared-from";
 /// binary that prepared it: [`Engine::from_prepared`] refuses a component
 /// prepared from another build's engine.
 pub fn prepare(policy: Option<&str>, catalog: &str) -> Result<Vec<u8>, Error> {
+    snapshot(policy, catalog, RulesLayout::AsLoaded)
+}
+
+/// How the rules lie in a snapshot's memory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RulesLayout {
+    /// As a load leaves them. wasmtime maps such a snapshot copy-on-write
+    /// (its data covers at least half the memory it spans, or the memory is
+    /// under 16 MiB): instantiating costs microseconds whatever its pages.
+    AsLoaded,
+    /// Packed onto as few pages as they need (`policy-component`, `pack.rs`):
+    /// V8 copies a snapshot into every instance and pays by the page (at
+    /// 1 000 tools, 4 351 pages touched instead of 1 516: 10.8 against 4.5 ms).
+    /// Packing loads twice more, and the memory ends up larger than the data
+    /// warrants for wasmtime's mapping (37 MB for 4.8 MB at 1 000 tools:
+    /// 3.5 ms to copy on each instantiation instead of 0.02 ms), so only the
+    /// core module for the JavaScript package is packed.
+    Packed,
+}
+
+fn snapshot(policy: Option<&str>, catalog: &str, layout: RulesLayout) -> Result<Vec<u8>, Error> {
     let wizer = Wizer::new();
     let (context, instrumented) = wizer.instrument_component(COMPONENT).map_err(component_error)?;
     let engine = wasmtime_engine(false)?;
@@ -53,11 +76,13 @@ pub fn prepare(policy: Option<&str>, catalog: &str) -> Result<Vec<u8>, Error> {
     let engine_api = bindings::Toolgate::new(&mut store, &instance).map_err(component_error)?;
     let rules = engine_api.toolgate_policy_engine().rule_set();
     // The guest keeps the rules of its last load. Loading the same texts a
-    // second time, once every handle was dropped, asks it to pack them onto
-    // as few pages as they need (`policy-component`, `pack.rs`: it loads them
-    // twice more), and the snapshot every instance copies is that much
-    // smaller. The host's handles are not part of a snapshot.
-    for pass in 0..2 {
+    // second time, once every handle was dropped, asks it to pack them
+    // (`RulesLayout::Packed`), so a snapshot left as loaded keeps its handle:
+    // the host's handle table is not part of a snapshot, but the guest's
+    // side of it is, and a host's first load of these texts then finds them
+    // still held and takes them as they are.
+    let passes = if layout == RulesLayout::Packed { 2 } else { 1 };
+    for pass in 0..passes {
         // The packing call loads twice, and records the first.
         let budget = if pass == 0 {
             input_bytes
@@ -70,7 +95,9 @@ pub fn prepare(policy: Option<&str>, catalog: &str) -> Result<Vec<u8>, Error> {
             Ok(Err(problem)) => return Err(Error::Load(problem.into())),
             Err(trap) => return Err(component_error(trap)),
         };
-        handle.resource_drop(&mut store).map_err(component_error)?;
+        if layout == RulesLayout::Packed {
+            handle.resource_drop(&mut store).map_err(component_error)?;
+        }
     }
     limits.call_backstop().arm(&mut store)?;
     // Wizer reads each memory whole through one call: allow up to the
@@ -108,7 +135,7 @@ pub fn prepare_into(
     native: bool,
 ) -> Result<Vec<std::path::PathBuf>, Error> {
     let prepared = prepare(policy, catalog)?;
-    let mut core = core_module(&prepared)?;
+    let mut core = core_module(&snapshot(policy, catalog, RulesLayout::Packed)?)?;
     append_custom_section(&mut core, PREPARED_FROM, COMPONENT_SHA256);
     let mut files = vec![
         (dir.join(PREPARED_COMPONENT_FILE), prepared.clone()),
