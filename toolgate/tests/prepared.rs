@@ -90,6 +90,21 @@ fn other_texts_load_as_ever_in_a_prepared_component() {
     );
 }
 
+/// A text as long as the prepared one and different in one byte is loaded
+/// as ever: the guest's comparison (`same_text`, eight bytes a step) must
+/// not take it for the prepared text, or it would hand out the prepared
+/// rules (another revision, another pattern).
+#[test]
+fn a_text_of_the_prepared_length_differing_in_one_byte_loads_as_ever() {
+    let changed = CATALOG.replacen("^[a-z]+$", "^[a-y]+$", 1);
+    assert_eq!(changed.len(), CATALOG.len());
+    assert_ne!(changed, CATALOG);
+    let shipped = Engine::cached().unwrap();
+    let from_prepared = answers(&prepared_engine().load(Some(POLICY), &changed).unwrap());
+    assert_eq!(from_prepared, answers(&shipped.load(Some(POLICY), &changed).unwrap()));
+    assert_ne!(from_prepared, answers(&shipped.load(Some(POLICY), CATALOG).unwrap()));
+}
+
 /// The prepared texts cost no load: under a fuel budget far below what
 /// loading them takes, the prepared component is ready and the shipped one
 /// stops with ENGINE_LIMIT. (Fuel counts instructions: no clock involved.)
