@@ -233,6 +233,8 @@ def _bind() -> None:
         "wasmtime_error_wasm_trace": (None, [error_ptr, c.POINTER(f.wasm_frame_vec_t)]),
         "wasm_frame_func_index": (c.c_uint32, [c.POINTER(f.wasm_frame_t)]),
         "wasm_frame_vec_delete": (None, [c.POINTER(f.wasm_frame_vec_t)]),
+        "wasm_byte_vec_delete": (None, [c.POINTER(f.wasm_byte_vec_t)]),
+        "wasmtime_context_set_fuel": (error_ptr, [c.POINTER(f.wasmtime_context_t), c.c_uint64]),
     }
     for name, (restype, argtypes) in signatures.items():
         # The C function as the bindings declared it (ctypes keeps one per name).
@@ -328,6 +330,8 @@ class Calls:
             self.lowerers[name] = kinds
         self._evaluate = fns[evaluate]
         self._evaluate_args: _EvaluateArgs | None = None
+        # The store's context pointer lives as long as the store (wasmtime_store_context).
+        self._context = store._context()
 
     def call(self, name: str, args: Sequence[Any]) -> Any:
         fn = self.fns[name]
@@ -364,21 +368,22 @@ class Calls:
             for i in range(lowered):
                 ffi.wasmtime_component_val_delete(ctypes.byref(params[i]))
 
-    def evaluate(self, handle: wc.ResourceAny, call: bytes, context: bytes) -> str:
-        """``[method]rule-set.evaluate`` with its arguments lent (`_EvaluateArgs`)."""
+    def evaluate(self, handle: wc.ResourceAny, call: bytes, context: bytes, fuel: int) -> str:
+        """``[method]rule-set.evaluate`` with `fuel`, its arguments lent (`_EvaluateArgs`)."""
         args = self._evaluate_args
         if args is None:
             args = self._evaluate_args = _EvaluateArgs(self._evaluate)
+        err = ffi.wasmtime_context_set_fuel(self._context, fuel)
+        if err:
+            _raise(err)
         try:
             args.lend(handle, call, context)
-            err = ffi.wasmtime_component_func_call(
-                args.func, self.store._context(), args.array, 3, ctypes.byref(args.result), 1
-            )
+            err = ffi.wasmtime_component_func_call(args.func, self._context, args.array, 3, args.result_ref, 1)
         finally:
             args.settle()
         if err:
             _raise(err)
-        return args.lift()  # type: ignore[no-any-return]
+        return args.lift()
 
 
 class _EvaluateArgs:
@@ -396,13 +401,29 @@ class _EvaluateArgs:
     thread-safe, like it: callers lock) and are replaced, never resized.
     """
 
-    __slots__ = ("array", "func", "lift_result", "list", "resource", "result", "string", "text", "values")
+    __slots__ = (
+        "array",
+        "func",
+        "list",
+        "resource",
+        "result",
+        "result_ref",
+        "result_string",
+        "result_string_ref",
+        "string",
+        "text",
+        "values",
+    )
 
     def __init__(self, fn: Any) -> None:
         self.func = ctypes.byref(fn.func._func)
-        assert fn.result is not None
-        self.lift_result = fn.result.convert_from_c
+        _require(isinstance(fn.result, wc.String), "evaluate does not return a string")
         self.result = _VAL()
+        self.result_ref = ctypes.byref(self.result)
+        # A view of the result's string (it shares the result's memory), read
+        # after each call and freed as wasmtime-py's String.convert_from_c does.
+        self.result_string = self.result.of.string
+        self.result_string_ref = ctypes.byref(self.result_string)
         self.array = (_VAL * 3)()
         self.array[0].kind = _KIND_RESOURCE
         self.array[1].kind = _KIND_LIST
@@ -441,8 +462,15 @@ class _EvaluateArgs:
         if self.text.cap > _KEPT_ARGUMENT_BYTES:
             self.text = _Buffer(self.string, _FIRST_ARGUMENT_BYTES, u8_values=False)
 
-    def lift(self) -> Any:
-        return self.lift_result(self.result)
+    def lift(self) -> str:
+        """The returned string, decoded in one copy, then freed."""
+        if self.result.kind != _KIND_STRING.value:
+            raise Unusable(f"evaluate returned a value of kind {self.result.kind}, not a string")
+        text = self.result_string
+        try:
+            return ctypes.string_at(text.data, text.size).decode("utf-8") if text.size else ""
+        finally:
+            ffi.wasm_byte_vec_delete(self.result_string_ref)
 
 
 def _grown(cap: int, n: int) -> int:

@@ -484,7 +484,8 @@ class _PublicCalls:
     def call(self, name: str, args: Sequence[Any]) -> Any:
         return self.fns[name].func(self.store, *args)
 
-    def evaluate(self, handle: wc.ResourceAny, call: bytes, context: bytes) -> str:
+    def evaluate(self, handle: wc.ResourceAny, call: bytes, context: bytes, fuel: int) -> str:
+        self.store.set_fuel(fuel)
         # `context` is UTF-8 (the caller encoded it); `list<u8>` takes bytes only.
         return self._evaluate(self.store, handle, bytes(call), context.decode("utf-8"))  # type: ignore[no-any-return]
 
@@ -558,9 +559,8 @@ class Instance:
         ``(handle, call, context)`` with `context` already UTF-8."""
         if self.poisoned:
             raise Trap("ENGINE_TRAP", "the instance trapped earlier and cannot be re-entered")
-        self.store.set_fuel(fuel)
         try:
-            return self.calls.evaluate(handle, call, context)
+            return self.calls.evaluate(handle, call, context, fuel)
         except wasmtime.WasmtimeError as error:
             raise self._trap(error) from None
 
