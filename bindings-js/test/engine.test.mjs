@@ -328,6 +328,30 @@ test('loads from an already compiled WebAssembly.Module, sync and async, and che
   assert.throws(() => new Toolgate(/** @type {any} */ ({}), { catalog: plansCatalog }), TypeError);
 });
 
+test('later instances of a module skip its checks and still decide for their own rules on the fast path', async () => {
+  // The first instance checks the module's contract version and probes the
+  // fast path; the ones after it reuse both (runtime.js, checkedModules). Each
+  // must still call the guest with its own rule set's rep: two rule sets of
+  // different catalogs, made alternately, answer as jco's wrapper does for each.
+  const module = await compileCoreModule();
+  const kState = Symbol.for('toolgate.test.fastPath');
+  const calls = [readCall, { name: 'listar_planos', arguments: {} }, { name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } }, '{}'];
+  for (let round = 0; round < 3; round++) {
+    for (const rules of [{ catalog: seedCatalog }, { policy: plansPolicy, catalog: plansCatalog }]) {
+      const fast = Toolgate.fromModule({ module, ...rules });
+      const viaJco = Toolgate.fromModule({ module, ...rules, fastPath: false });
+      assert.equal(/** @type {any} */ (fast)[kState].active, true, `round ${round}: the fast path is used`);
+      assert.equal(/** @type {any} */ (viaJco)[kState].active, false);
+      for (const call of calls) assert.equal(fast.evaluate(call).json, viaJco.evaluate(call).json, `round ${round}: ${JSON.stringify(call)}`);
+      fast.close();
+      viaJco.close();
+    }
+  }
+  // The two catalogs decide a call differently, so a rule set answering with another's rules would show.
+  const [a, b] = [Toolgate.fromModule({ module, catalog: seedCatalog }), Toolgate.fromModule({ module, policy: plansPolicy, catalog: plansCatalog })];
+  assert.notEqual(a.evaluate(readCall).json, b.evaluate(readCall).json);
+});
+
 test('policy absent means legacy: the catalog decides', async () => {
   const legacy = await Toolgate.load({ catalog: plansCatalog });
   assert.notEqual(legacy.revision, plans.revision);
