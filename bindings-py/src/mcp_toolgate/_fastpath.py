@@ -329,6 +329,7 @@ class Calls:
                     kinds.append("generic")
             self.lowerers[name] = kinds
         self._evaluate = fns[evaluate]
+        _require(isinstance(self._evaluate.result, wc.String), "evaluate does not return a string")
         self._evaluate_args: _EvaluateArgs | None = None
         # The store's context pointer lives as long as the store (wasmtime_store_context).
         self._context = store._context()
@@ -417,7 +418,6 @@ class _EvaluateArgs:
 
     def __init__(self, fn: Any) -> None:
         self.func = ctypes.byref(fn.func._func)
-        _require(isinstance(fn.result, wc.String), "evaluate does not return a string")
         self.result = _VAL()
         self.result_ref = ctypes.byref(self.result)
         # A view of the result's string (it shares the result's memory), read
