@@ -79,25 +79,14 @@ thread_local! {
     static LAST_LOAD: RefCell<Option<LastLoad>> = const { RefCell::new(None) };
 }
 
-/// Whether two texts are equal, compared eight bytes a step. `==` on byte
-/// slices calls `memcmp`, which wasm builds take from compiler-builtins: a
-/// loop over single bytes. A prepared engine's first load compares its whole
-/// catalog (750 KB at 1 000 tools), and V8 runs that first call in its
-/// baseline tier.
+/// Whether two optional texts are equal (`policy_core::text::same_text`,
+/// eight bytes a step: a prepared engine's first load compares its whole
+/// catalog).
 fn same_text(a: Option<&str>, b: Option<&str>) -> bool {
-    let (Some(a), Some(b)) = (a, b) else {
-        return a.is_none() && b.is_none();
-    };
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
+    match (a, b) {
+        (Some(a), Some(b)) => policy_core::text::same_text(a, b),
+        (a, b) => a.is_none() && b.is_none(),
     }
-    let word = |chunk: &[u8]| <[u8; 8]>::try_from(chunk).ok().map(u64::from_le_bytes);
-    let (words_a, words_b) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (rest_a, rest_b) = (words_a.remainder(), words_b.remainder());
-    // `chunks_exact(8)` yields eight-byte chunks only, so `word` is never
-    // `None` here (two `None`s would compare equal).
-    rest_a == rest_b && words_a.zip(words_b).all(|(x, y)| word(x) == word(y))
 }
 
 fn load_remembered(policy: Option<String>, catalog: String) -> Result<Rc<policy_core::Rules>, policy_core::Problem> {

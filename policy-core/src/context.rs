@@ -1,6 +1,7 @@
 //! The per-call context a host supplies: surface, granted scopes, allowlist.
 
 use crate::error::{Origin, Problem, ProblemCode};
+use crate::text::same_text;
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,48 +131,9 @@ impl ContextMemo {
     }
 }
 
-/// `a == b`, eight bytes at a time. Why not `==`: on wasm that is
-/// compiler-builtins' `memcmp`, a loop over single bytes, and comparing the
-/// context of every call that way was 2 % of a decision in the component.
-fn same_text(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let ((a_words, a_rest), (b_words, b_rest)) = (a.as_chunks::<8>(), b.as_chunks::<8>());
-    // A plain loop over the words: the size-built component did not inline
-    // an iterator over `chunks_exact` here.
-    for (x, y) in a_words.iter().zip(b_words) {
-        if u64::from_ne_bytes(*x) != u64::from_ne_bytes(*y) {
-            return false;
-        }
-    }
-    a_rest == b_rest
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn same_text_is_equality() {
-        let texts = [
-            "",
-            "a",
-            "ab",
-            "abcdefgh",
-            "abcdefgi",
-            "abcdefghi",
-            "abcdefghj",
-            "bbcdefghi",
-            "{\"surface\":\"direct\"}",
-        ];
-        for a in texts {
-            for b in texts {
-                assert_eq!(same_text(a, b), a == b, "{a:?} {b:?}");
-            }
-        }
-    }
 
     #[test]
     fn the_memo_answers_as_parse_does_for_every_text_in_turn() {

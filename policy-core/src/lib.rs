@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod rules;
 pub mod schemas;
+pub mod text;
 pub mod turn;
 pub mod yaml;
 
