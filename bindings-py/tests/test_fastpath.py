@@ -194,6 +194,16 @@ def test_faults_give_the_same_bytes_on_both_paths(monkeypatch: pytest.MonkeyPatc
     assert fast["served after out of memory"] == fast["served"][0]
 
 
+def test_both_paths_find_both_allocation_failure_sites() -> None:
+    # One pair of frames for `cabi_realloc` (no room for an argument), one for
+    # Rust's allocator (no room to parse it); the same function indices
+    # whichever path read them. Measured afresh here, not from the cache.
+    rt = _runtime.runtime()
+    fast, public = rt._measure_oom_sites(True), rt._measure_oom_sites(False)
+    assert len(fast) == 2
+    assert fast == public
+
+
 def test_the_frames_read_from_the_trap_message_are_the_c_apis(monkeypatch: pytest.MonkeyPatch) -> None:
     _use(monkeypatch, "fast")
     inst = _runtime.Instance(_runtime.runtime(), fast=True)
