@@ -27,11 +27,14 @@
 //!   `toolgate proxy --listen` (gate layer included). Both legs run in this
 //!   process on the same cores, so "added" holds the gateway's own work, its
 //!   second HTTP hop and its share of the CPU under load;
+//!   The two legs run in alternating rounds (up to 10 each, new sessions
+//!   every round, which leg goes first alternating), so the machine's busy
+//!   stretches fall on both;
 //! - `gateway-listen rss KB_AFTER_WARMUP KB_HALF KB_END`: this process's
 //!   resident set (`VmRSS`; clients, gateway and upstream together; 0 where
-//!   there is no `/proc`) after the through leg's warm-up, when half its
-//!   calls were answered and at its end: flat means the gateway does not grow
-//!   with the number of calls.
+//!   there is no `/proc`) after the through leg's first warm-up, at the end
+//!   of its middle round and at its end: flat means the gateway does not
+//!   grow with the number of calls (nor with the sessions come and gone).
 //!
 //! Run by `bench/run`: `toolgate-gateway-bench [--iterations N] [--sessions S]
 //! [--calls N] [--rate R]` (defaults 5 000 iterations and a smoke-sized 8
@@ -318,11 +321,10 @@ const WARM_UP_CALLS: usize = 20;
 async fn listen_latency(sessions: u64, calls: u64, rate: u64) -> Result<(), String> {
     let upstream = serve_upstream_http().await?;
     let http = toolgate_proxy::outbound::client(None, None).map_err(|e| e.to_string())?;
-    let direct = load(&http, &upstream, sessions, calls, rate).await?;
     let (gateway, dir) = start_gateway(&http, &upstream).await?;
-    let through = load(&http, &gateway, sessions, calls, rate).await;
+    let legs = interleaved(&http, [&upstream, &gateway], sessions, calls, rate).await;
     let _ = std::fs::remove_dir_all(&dir);
-    let through = through?;
+    let [direct, through] = legs?;
     let ms = |ns: u64| ns as f64 / 1e6;
     for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
         let (t, d) = (ms(through.at(q)), ms(direct.at(q)));
@@ -340,6 +342,56 @@ async fn listen_latency(sessions: u64, calls: u64, rate: u64) -> Result<(), Stri
         direct.elapsed.as_secs_f64()
     );
     Ok(())
+}
+
+/// The direct and the through leg in alternating rounds (each leg's share of
+/// `calls` split into up to [`MAX_ROUNDS`], every round at least 50 calls a
+/// session; which leg goes first alternates too), so a busy stretch of a
+/// shared machine falls on both legs alike instead of on whichever ran then.
+/// Each leg's times are merged over its rounds; its resident set is the first
+/// round's after warm-up, the middle round's end and the last round's end;
+/// its elapsed time the sum of its rounds.
+async fn interleaved(
+    http: &reqwest::Client,
+    urls: [&str; 2],
+    sessions: u64,
+    calls: u64,
+    rate: u64,
+) -> Result<[Load; 2], String> {
+    let rounds = (calls / (sessions * 50)).clamp(1, MAX_ROUNDS);
+    let mut legs: [Vec<Load>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        let share = calls / rounds + u64::from(round < calls % rounds);
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for leg in order {
+            let url = urls.get(leg).copied().unwrap_or_default();
+            let measured = load(http, url, sessions, share, rate).await?;
+            if let Some(rounds) = legs.get_mut(leg) {
+                rounds.push(measured);
+            }
+        }
+    }
+    let [direct, through] = legs;
+    Ok([merged(direct), merged(through)])
+}
+
+/// Up to this many rounds of each leg in [`interleaved`].
+const MAX_ROUNDS: u64 = 10;
+
+fn merged(rounds: Vec<Load>) -> Load {
+    let rss_at = |i: usize, which: usize| {
+        rounds
+            .get(i)
+            .and_then(|round| round.rss_kb.get(which))
+            .copied()
+            .unwrap_or(0)
+    };
+    let last = rounds.len().saturating_sub(1);
+    let rss_kb = [rss_at(0, 0), rss_at(last / 2, 2), rss_at(last, 2)];
+    let elapsed = rounds.iter().map(|round| round.elapsed).sum();
+    let mut times: Vec<u64> = rounds.into_iter().flat_map(|round| round.times).collect();
+    times.sort_unstable();
+    Load { times, rss_kb, elapsed }
 }
 
 /// The in-process upstream on rmcp's Streamable HTTP server at
