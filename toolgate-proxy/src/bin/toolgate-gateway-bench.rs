@@ -26,8 +26,8 @@
 //!   127.0.0.1:PORT --policy FILE --upstream http://…/mcp`, the code path of
 //!   `toolgate proxy --listen` (gate layer included). Both legs run in this
 //!   process on the same cores, so "added" holds the gateway's own work, its
-//!   second HTTP hop and its share of the CPU under load;
-//!   The two legs run in alternating rounds (up to 10 each, new sessions
+//!   second HTTP hop and its share of the CPU under load. The two legs run
+//!   in alternating rounds (up to 10 each, new sessions and their warm-up
 //!   every round, which leg goes first alternating), so the machine's busy
 //!   stretches fall on both;
 //! - `gateway-listen rss KB_AFTER_WARMUP KB_HALF KB_END`: this process's
