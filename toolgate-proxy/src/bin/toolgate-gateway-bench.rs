@@ -366,6 +366,14 @@ async fn interleaved(
         for leg in order {
             let url = urls.get(leg).copied().unwrap_or_default();
             let measured = load(http, url, sessions, share, rate).await?;
+            // Each round's tail on stderr: a leg that slows as the calls
+            // mount up shows here, where the merged lines would hide it.
+            eprintln!(
+                "gateway-listen round {round} {}: p50 {:.3} p99 {:.3} ms",
+                ["direct", "through"].get(leg).copied().unwrap_or_default(),
+                measured.at(0.5) as f64 / 1e6,
+                measured.at(0.99) as f64 / 1e6
+            );
             if let Some(rounds) = legs.get_mut(leg) {
                 rounds.push(measured);
             }
