@@ -322,7 +322,7 @@ async fn listen_latency(sessions: u64, calls: u64, rate: u64) -> Result<(), Stri
     let upstream = serve_upstream_http().await?;
     let http = toolgate_proxy::outbound::client(None, None).map_err(|e| e.to_string())?;
     let (gateway, dir) = start_gateway(&http, &upstream).await?;
-    let legs = interleaved(&http, [&upstream, &gateway], sessions, calls, rate).await;
+    let legs = interleaved(&http, &upstream, &gateway, sessions, calls, rate).await;
     let _ = std::fs::remove_dir_all(&dir);
     let [direct, through] = legs?;
     let ms = |ns: u64| ns as f64 / 1e6;
@@ -344,43 +344,52 @@ async fn listen_latency(sessions: u64, calls: u64, rate: u64) -> Result<(), Stri
     Ok(())
 }
 
-/// The direct and the through leg in alternating rounds (each leg's share of
-/// `calls` split into up to [`MAX_ROUNDS`], every round at least 50 calls a
-/// session; which leg goes first alternates too), so a busy stretch of a
-/// shared machine falls on both legs alike instead of on whichever ran then.
-/// Each leg's times are merged over its rounds; its resident set is the first
-/// round's after warm-up, the middle round's end and the last round's end;
-/// its elapsed time the sum of its rounds.
+/// The direct and the through leg in alternating rounds (as many as give
+/// every session at least 50 calls a round, at least one and up to
+/// [`MAX_ROUNDS`]; which leg goes first alternates too), so a busy stretch of
+/// a shared machine falls on both legs alike instead of on whichever ran
+/// then. Each leg's times are merged over its rounds; its resident set is the
+/// first round's after warm-up, the middle round's end and the last round's
+/// end; its elapsed time the sum of its rounds.
 async fn interleaved(
     http: &reqwest::Client,
-    urls: [&str; 2],
+    direct: &str,
+    through: &str,
     sessions: u64,
     calls: u64,
     rate: u64,
 ) -> Result<[Load; 2], String> {
+    struct Leg<'a> {
+        name: &'static str,
+        url: &'a str,
+        rounds: Vec<Load>,
+    }
     let rounds = (calls / (sessions * 50)).clamp(1, MAX_ROUNDS);
-    let mut legs: [Vec<Load>; 2] = [Vec::new(), Vec::new()];
+    let mut legs = [("direct", direct), ("through", through)].map(|(name, url)| Leg {
+        name,
+        url,
+        rounds: Vec::new(),
+    });
     for round in 0..rounds {
         let share = calls / rounds + u64::from(round < calls % rounds);
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        let order: Vec<&mut Leg> = match round % 2 {
+            0 => legs.iter_mut().collect(),
+            _ => legs.iter_mut().rev().collect(),
+        };
         for leg in order {
-            let url = urls.get(leg).copied().unwrap_or_default();
-            let measured = load(http, url, sessions, share, rate).await?;
+            let measured = load(http, leg.url, sessions, share, rate).await?;
             // Each round's tail on stderr: a leg that slows as the calls
             // mount up shows here, where the merged lines would hide it.
             eprintln!(
                 "gateway-listen round {round} {}: p50 {:.3} p99 {:.3} ms",
-                ["direct", "through"].get(leg).copied().unwrap_or_default(),
+                leg.name,
                 measured.at(0.5) as f64 / 1e6,
                 measured.at(0.99) as f64 / 1e6
             );
-            if let Some(rounds) = legs.get_mut(leg) {
-                rounds.push(measured);
-            }
+            leg.rounds.push(measured);
         }
     }
-    let [direct, through] = legs;
-    Ok([merged(direct), merged(through)])
+    Ok(legs.map(|leg| merged(leg.rounds)))
 }
 
 /// Up to this many rounds of each leg in [`interleaved`].
