@@ -563,9 +563,14 @@ fn main() -> Result<(), Error> {
         Some("profile-component-load") => {
             let engine = profiled_engine(&args)?;
             let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100);
+            // `--catalog FILE`: another catalog than the seed (`bench gen` writes them).
+            let catalog = match args.iter().position(|a| a == "--catalog").and_then(|i| args.get(i + 1)) {
+                Some(path) => std::fs::read_to_string(path)?,
+                None => workload::SEED_CATALOG.to_owned(),
+            };
             let (_, took) = timed(|| {
                 for _ in 0..n {
-                    black_box(engine.load(Some(workload::POLICY), workload::SEED_CATALOG).ok());
+                    black_box(engine.load(Some(workload::POLICY), &catalog).ok());
                 }
             });
             println!("component load {:.3} ms", ms(took) / n as f64);
@@ -637,6 +642,52 @@ fn main() -> Result<(), Error> {
             }
             let [old_ns, new_ns] = fastest;
             println!("decision ns: before {old_ns:.0}, after {new_ns:.0}, after/before {:.3}", new_ns / old_ns);
+            Ok(())
+        }
+        // The same for a load: `compare-component-loads BEFORE.wasm AFTER.wasm
+        // [ROUNDS] [--catalog FILE]`, each round one load in each, both
+        // checked to decide the mix alike; the fastest and the median kept.
+        Some("compare-component-loads") => {
+            let (Some(before), Some(after)) = (args.get(1), args.get(2)) else {
+                return Err("usage: bench compare-component-loads BEFORE.wasm AFTER.wasm [ROUNDS] [--catalog FILE]".into());
+            };
+            let rounds: usize = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(100);
+            let catalog = match args.iter().position(|a| a == "--catalog").and_then(|i| args.get(i + 1)) {
+                Some(path) => std::fs::read_to_string(path)?,
+                None => workload::SEED_CATALOG.to_owned(),
+            };
+            let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
+            let context = workload::context_json();
+            let mut engines = Vec::new();
+            for file in [before, after] {
+                engines.push(toolgate::Engine::from_component_bytes(&std::fs::read(file)?, toolgate::Limits::default())?);
+            }
+            let mut took: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            for round in 0..rounds {
+                let mut answers = Vec::new();
+                // Alternate which goes first: the first slot of a round reads fast.
+                let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+                for i in order {
+                    let (Some(engine), Some(times)) = (engines.get(i), took.get_mut(i)) else {
+                        return Err("two components".into());
+                    };
+                    let (rules, elapsed) = timed(|| engine.load(Some(workload::POLICY), &catalog));
+                    times.push(ms(elapsed));
+                    let rules = rules?;
+                    answers.push(calls.iter().map(|c| rules.evaluate_raw(c.as_bytes(), &context).json).collect::<Vec<_>>());
+                }
+                if answers.first() != answers.last() {
+                    return Err("the two components decide the mix differently".into());
+                }
+            }
+            let [old, new] = took;
+            let (old_min, new_min) = (old.iter().copied().fold(f64::INFINITY, f64::min), new.iter().copied().fold(f64::INFINITY, f64::min));
+            let (old_median, new_median) = (median(old), median(new));
+            println!(
+                "load ms: before {old_min:.3} (median {old_median:.3}), after {new_min:.3} (median {new_median:.3}), after/before {:.3} (median {:.3})",
+                new_min / old_min,
+                new_median / old_median
+            );
             Ok(())
         }
         Some("profile-component-evaluate") => {

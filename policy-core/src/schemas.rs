@@ -55,29 +55,71 @@ pub fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
 
 /// The validators the shared document gives: one per self-contained
 /// schema, or none at all when that document does not compile.
+///
+/// jsonschema's `build_map` compiles a validator at every object of the
+/// document it walks, so schemas written inline under `$defs` were compiled
+/// once for each level they sit at (a property's schema on its own, inside
+/// its tool, and the `properties` map as if it were a schema), and the
+/// extras dropped again: a third of a load at 1 000 tools (#17). Now the
+/// schemas' document is a registry resource, checked against its
+/// meta-schema first (as `build_map` checked it), and the walked document
+/// holds one `{"$ref": "urn:toolgate:schemas#/$defs/N"}` per schema, so each
+/// is compiled once, by the draft of the resource it sits in.
 fn compile_shared(schemas: &[&Value], patterns: &jsonschema::PatternCache) -> Vec<Option<Validator>> {
     let mut compiled: Vec<Option<Validator>> = vec![None; schemas.len()];
-    let shared: Map<String, Value> = schemas
+    let members: Map<String, Value> = schemas
         .iter()
         .enumerate()
         .filter(|(_, schema)| self_contained(schema))
         .map(|(i, schema)| (i.to_string(), (*schema).clone()))
         .collect();
     // One schema alone gains nothing from the shared document.
-    if shared.len() > 1 {
-        let keys: Vec<String> = shared.keys().cloned().collect();
-        let document = Value::Object(Map::from_iter([("$defs".to_owned(), Value::Object(shared))]));
-        if let Ok(map) = options(patterns).build_map(&document) {
-            for key in keys {
-                let slot = key.parse::<usize>().ok().and_then(|i| compiled.get_mut(i));
-                if let (Some(slot), Some(validator)) = (slot, map.get(&format!("#/$defs/{key}"))) {
-                    *slot = Some(validator.clone());
-                }
+    if members.len() <= 1 {
+        return compiled;
+    }
+    let refs = Map::from_iter(members.keys().map(|key| {
+        let target = Value::String(format!("{SCHEMAS_URI}#/$defs/{key}"));
+        (
+            key.clone(),
+            Value::Object(Map::from_iter([("$ref".to_owned(), target)])),
+        )
+    }));
+    let document = Value::Object(Map::from_iter([("$defs".to_owned(), Value::Object(members))]));
+    // A registry resource is not checked against the meta-schema when a
+    // reference into it is compiled.
+    if !jsonschema::meta::is_valid(&document) {
+        return compiled;
+    }
+    let Ok(registry) = jsonschema::Registry::new()
+        .draft(jsonschema::Draft::Draft202012)
+        .add(SCHEMAS_URI, &document)
+        .and_then(|builder| builder.prepare())
+    else {
+        return compiled;
+    };
+    // The walked document is checked against its own meta-schema again, and
+    // on wasm targets jsonschema builds that meta-schema's validator anew
+    // for every check: draft 4's is a fraction of 2020-12's. Nothing of it
+    // reaches a validator: a `$ref` to an absolute URI compiles its target
+    // by the draft of the resource the target is in (2020-12, as before).
+    let walked = Value::Object(Map::from_iter([
+        ("$schema".to_owned(), Value::String(DRAFT4_URI.to_owned())),
+        ("$defs".to_owned(), Value::Object(refs)),
+    ]));
+    if let Ok(map) = options(patterns).with_registry(&registry).build_map(&walked) {
+        for (i, slot) in compiled.iter_mut().enumerate() {
+            if let Some(validator) = map.get(&format!("#/$defs/{i}")) {
+                *slot = Some(validator.clone());
             }
         }
     }
     compiled
 }
+
+/// Where the shared document sits in the registry: a name no schema can
+/// reach, since a self-contained schema has no `$ref`.
+const SCHEMAS_URI: &str = "urn:toolgate:schemas";
+const DRAFT4_URI: &str = "http://json-schema.org/draft-04/schema#";
 
 /// One schema on its own.
 pub fn compile(schema: &Value) -> Result<Validator, String> {
@@ -90,7 +132,7 @@ fn compile_with(schema: &Value, patterns: &jsonschema::PatternCache) -> Result<V
         .map_err(|e| json::truncate_for_message(&e.to_string()).into_owned())
 }
 
-fn options(patterns: &jsonschema::PatternCache) -> jsonschema::ValidationOptions<'static> {
+fn options<'a>(patterns: &jsonschema::PatternCache) -> jsonschema::ValidationOptions<'a> {
     jsonschema::options()
         .should_validate_formats(true)
         .with_pattern_cache(patterns.clone())
@@ -178,6 +220,29 @@ mod tests {
                 .iter()
                 .all(Option::is_none),
             "the shared document does not compile"
+        );
+        let out = compile_all(&refs);
+        assert!(out[0].is_ok() && out[2].is_ok());
+        assert_eq!(out[1].as_ref().err(), compile(&schemas[1]).err().as_ref());
+    }
+
+    /// A schema the compiler would take but its meta-schema does not (a
+    /// `$comment` must be a string) is refused, shared or alone: the shared
+    /// schemas sit in a registry, where nothing checks them on the way in.
+    #[test]
+    fn the_meta_schema_is_checked_for_shared_schemas_too() {
+        let schemas = [
+            json!({"type": "object"}),
+            json!({"type": "object", "$comment": 5}),
+            json!({"type": "string"}),
+        ];
+        let refs: Vec<&Value> = schemas.iter().collect();
+        assert!(compile(&schemas[1]).is_err(), "alone it fails its meta-schema");
+        assert!(
+            compile_shared(&refs, &jsonschema::PatternCache::new())
+                .iter()
+                .all(Option::is_none),
+            "the shared document is refused whole"
         );
         let out = compile_all(&refs);
         assert!(out[0].is_ok() && out[2].is_ok());
