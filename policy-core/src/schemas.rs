@@ -207,37 +207,12 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_bad_schema_fails_alone_and_the_others_still_compile() {
-        let schemas = [
-            json!({"type": "object"}),
-            json!({"type": "no-such-type"}),
-            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
-        ];
+    /// The middle schema of three is bad: the shared document is refused
+    /// whole, the other two still compile, and the bad one fails with the
+    /// message it gets alone.
+    fn refused_whole_and_worded_alone(schemas: [Value; 3]) {
         let refs: Vec<&Value> = schemas.iter().collect();
-        assert!(
-            compile_shared(&refs, &jsonschema::PatternCache::new())
-                .iter()
-                .all(Option::is_none),
-            "the shared document does not compile"
-        );
-        let out = compile_all(&refs);
-        assert!(out[0].is_ok() && out[2].is_ok());
-        assert_eq!(out[1].as_ref().err(), compile(&schemas[1]).err().as_ref());
-    }
-
-    /// A schema the compiler would take but its meta-schema does not (a
-    /// `$comment` must be a string) is refused, shared or alone: the shared
-    /// schemas sit in a registry, where nothing checks them on the way in.
-    #[test]
-    fn the_meta_schema_is_checked_for_shared_schemas_too() {
-        let schemas = [
-            json!({"type": "object"}),
-            json!({"type": "object", "$comment": 5}),
-            json!({"type": "string"}),
-        ];
-        let refs: Vec<&Value> = schemas.iter().collect();
-        assert!(compile(&schemas[1]).is_err(), "alone it fails its meta-schema");
+        assert!(compile(&schemas[1]).is_err(), "alone it fails");
         assert!(
             compile_shared(&refs, &jsonschema::PatternCache::new())
                 .iter()
@@ -247,6 +222,27 @@ mod tests {
         let out = compile_all(&refs);
         assert!(out[0].is_ok() && out[2].is_ok());
         assert_eq!(out[1].as_ref().err(), compile(&schemas[1]).err().as_ref());
+    }
+
+    #[test]
+    fn a_bad_schema_fails_alone_and_the_others_still_compile() {
+        refused_whole_and_worded_alone([
+            json!({"type": "object"}),
+            json!({"type": "no-such-type"}),
+            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+        ]);
+    }
+
+    /// A schema the compiler would take but its meta-schema does not (a
+    /// `$comment` must be a string) is refused, shared or alone: the shared
+    /// schemas sit in a registry, where nothing checks them on the way in.
+    #[test]
+    fn the_meta_schema_is_checked_for_shared_schemas_too() {
+        refused_whole_and_worded_alone([
+            json!({"type": "object"}),
+            json!({"type": "object", "$comment": 5}),
+            json!({"type": "string"}),
+        ]);
     }
 
     #[test]
