@@ -453,9 +453,7 @@ fn cold_cli(rounds: usize) -> Result<(f64, f64, u64), Error> {
 /// `--scales 34,1000`: a subset of the catalog sizes (profile experiments).
 fn args_scales() -> Option<Vec<usize>> {
     let args: Vec<String> = std::env::args().collect();
-    let at = args.iter().position(|a| a == "--scales")?;
-    args.get(at + 1)
-        .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
+    flag_value(&args, "--scales").map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
 }
 
 /// The decision loop of `profile-evaluate` and `profile-component-evaluate`:
@@ -470,14 +468,23 @@ fn evaluate_loop(args: &[String], mut decide: impl FnMut(&[u8], &str)) {
     }
 }
 
+/// The argument after `flag` (`--catalog FILE`), if the flag is given.
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a String> {
+    args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1))
+}
+
+/// The catalog file's text, or the seed catalog without one.
+fn catalog_or_seed(path: Option<&String>) -> Result<String, Error> {
+    match path {
+        Some(path) => Ok(std::fs::read_to_string(path)?),
+        None => Ok(workload::SEED_CATALOG.to_owned()),
+    }
+}
+
 /// The engine of the `profile-component-*` loops: `--component FILE` (a build
 /// that keeps its name section, for `perf report`) or the shipped component.
 fn profiled_engine(args: &[String]) -> Result<toolgate::Engine, Error> {
-    match args
-        .iter()
-        .position(|a| a == "--component")
-        .and_then(|i| args.get(i + 1))
-    {
+    match flag_value(args, "--component") {
         Some(file) => Ok(toolgate::Engine::from_component_bytes(
             &std::fs::read(file)?,
             toolgate::Limits::default(),
@@ -490,11 +497,7 @@ fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let smoke = args.iter().any(|a| a == "--smoke");
-    let json_out = args
-        .iter()
-        .position(|a| a == "--json")
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str);
+    let json_out = flag_value(&args, "--json").map(String::as_str);
     match args.first().map(String::as_str) {
         Some("gen") => {
             // A flag (`bench gen --help`) is not a directory to write into.
@@ -525,10 +528,7 @@ fn main() -> Result<(), Error> {
             run_rust(
                 budget,
                 json_out,
-                args.iter()
-                    .position(|a| a == "--component")
-                    .and_then(|i| args.get(i + 1))
-                    .map(String::as_str),
+                flag_value(&args, "--component").map(String::as_str),
             )
         }
         // A loop for `perf record` / callgrind: load or evaluate, natively.
@@ -564,10 +564,7 @@ fn main() -> Result<(), Error> {
             let engine = profiled_engine(&args)?;
             let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100);
             // `--catalog FILE`: another catalog than the seed (`bench gen` writes them).
-            let catalog = match args.iter().position(|a| a == "--catalog").and_then(|i| args.get(i + 1)) {
-                Some(path) => std::fs::read_to_string(path)?,
-                None => workload::SEED_CATALOG.to_owned(),
-            };
+            let catalog = catalog_or_seed(flag_value(&args, "--catalog"))?;
             let (_, took) = timed(|| {
                 for _ in 0..n {
                     black_box(engine.load(Some(workload::POLICY), &catalog).ok());
@@ -581,10 +578,7 @@ fn main() -> Result<(), Error> {
         // `profile-prepared-load N [CATALOG_FILE]` (default: the seed).
         Some("profile-prepared-load") => {
             let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100);
-            let catalog = match args.get(2) {
-                Some(path) => std::fs::read_to_string(path)?,
-                None => workload::SEED_CATALOG.to_owned(),
-            };
+            let catalog = catalog_or_seed(args.get(2))?;
             let (prepared, took) = timed(|| toolgate::prepare(Some(workload::POLICY), &catalog));
             let prepared = prepared?;
             println!("prepare {:.0} ms, {} bytes", ms(took), prepared.len());
@@ -652,10 +646,7 @@ fn main() -> Result<(), Error> {
                 return Err("usage: bench compare-component-loads BEFORE.wasm AFTER.wasm [ROUNDS] [--catalog FILE]".into());
             };
             let rounds: usize = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(100);
-            let catalog = match args.iter().position(|a| a == "--catalog").and_then(|i| args.get(i + 1)) {
-                Some(path) => std::fs::read_to_string(path)?,
-                None => workload::SEED_CATALOG.to_owned(),
-            };
+            let catalog = catalog_or_seed(flag_value(&args, "--catalog"))?;
             let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
             let context = workload::context_json();
             let mut engines = Vec::new();

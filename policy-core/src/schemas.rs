@@ -67,24 +67,31 @@ pub fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
 /// is compiled once, by the draft of the resource it sits in.
 fn compile_shared(schemas: &[&Value], patterns: &jsonschema::PatternCache) -> Vec<Option<Validator>> {
     let mut compiled: Vec<Option<Validator>> = vec![None; schemas.len()];
-    let members: Map<String, Value> = schemas
+    let members: Vec<(usize, &Value)> = schemas
         .iter()
+        .copied()
         .enumerate()
         .filter(|(_, schema)| self_contained(schema))
-        .map(|(i, schema)| (i.to_string(), (*schema).clone()))
         .collect();
     // One schema alone gains nothing from the shared document.
     if members.len() <= 1 {
         return compiled;
     }
-    let refs = Map::from_iter(members.keys().map(|key| {
-        let target = Value::String(format!("{SCHEMAS_URI}#/$defs/{key}"));
-        (
-            key.clone(),
-            Value::Object(Map::from_iter([("$ref".to_owned(), target)])),
-        )
-    }));
-    let document = Value::Object(Map::from_iter([("$defs".to_owned(), Value::Object(members))]));
+    let defs = |entry: &dyn Fn(usize, &Value) -> Value| {
+        let map: Map<String, Value> = members
+            .iter()
+            .map(|&(i, schema)| (i.to_string(), entry(i, schema)))
+            .collect();
+        Value::Object(map)
+    };
+    let document = Value::Object(Map::from_iter([(
+        "$defs".to_owned(),
+        defs(&|_, schema| schema.clone()),
+    )]));
+    let refs = defs(&|i, _| {
+        let target = Value::String(format!("{SCHEMAS_URI}#/$defs/{i}"));
+        Value::Object(Map::from_iter([("$ref".to_owned(), target)]))
+    });
     // A registry resource is not checked against the meta-schema when a
     // reference into it is compiled.
     if !jsonschema::meta::is_valid(&document) {
@@ -104,11 +111,11 @@ fn compile_shared(schemas: &[&Value], patterns: &jsonschema::PatternCache) -> Ve
     // by the draft of the resource the target is in (2020-12, as before).
     let walked = Value::Object(Map::from_iter([
         ("$schema".to_owned(), Value::String(DRAFT4_URI.to_owned())),
-        ("$defs".to_owned(), Value::Object(refs)),
+        ("$defs".to_owned(), refs),
     ]));
     if let Ok(map) = options(patterns).with_registry(&registry).build_map(&walked) {
-        for (i, slot) in compiled.iter_mut().enumerate() {
-            if let Some(validator) = map.get(&format!("#/$defs/{i}")) {
+        for (i, _) in members {
+            if let (Some(slot), Some(validator)) = (compiled.get_mut(i), map.get(&format!("#/$defs/{i}"))) {
                 *slot = Some(validator.clone());
             }
         }
