@@ -74,12 +74,14 @@ fn bookkeeping<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
+#[inline(always)]
 pub fn is_bookkeeping() -> bool {
     BOOKKEEPING.load(Ordering::Relaxed)
 }
 
 /// Recording or replaying: the allocator must see every block come and go
 /// (no in-place `realloc`).
+#[inline(always)]
 pub fn active() -> bool {
     MODE.load(Ordering::Relaxed) != IDLE
 }
@@ -89,6 +91,7 @@ pub fn available() -> bool {
     ARENA_END.load(Ordering::Relaxed) == 0
 }
 
+#[inline(always)]
 pub fn in_arena(ptr: *mut u8) -> bool {
     let at = ptr as usize;
     at >= ARENA_START.load(Ordering::Relaxed) && at < ARENA_END.load(Ordering::Relaxed)
@@ -96,8 +99,22 @@ pub fn in_arena(ptr: *mut u8) -> bool {
 
 /// Before a block is allocated: while replaying, a kept block is cut from
 /// the arena (`Some`); `None` lets the allocator serve it.
+///
+/// The hooks below are inlined down to their mode check, and the work is
+/// out of line: outside a `toolgate prepare` they run on every allocation
+/// of every decision and do nothing.
+#[inline(always)]
 pub fn place(layout: Layout) -> Option<*mut u8> {
-    if MODE.load(Ordering::Relaxed) != REPLAYING || is_bookkeeping() {
+    if MODE.load(Ordering::Relaxed) != REPLAYING {
+        return None;
+    }
+    place_replaying(layout)
+}
+
+#[cold]
+#[inline(never)]
+fn place_replaying(layout: Layout) -> Option<*mut u8> {
+    if is_bookkeeping() {
         return None;
     }
     let number = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed);
@@ -119,8 +136,17 @@ pub fn place(layout: Layout) -> Option<*mut u8> {
 }
 
 /// After the allocator served a block: while recording, number it.
+#[inline(always)]
 pub fn allocated(ptr: *mut u8, layout: Layout) {
-    if MODE.load(Ordering::Relaxed) != RECORDING || is_bookkeeping() || ptr.is_null() {
+    if MODE.load(Ordering::Relaxed) == RECORDING {
+        allocated_recording(ptr, layout);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn allocated_recording(ptr: *mut u8, layout: Layout) {
+    if is_bookkeeping() || ptr.is_null() {
         return;
     }
     let number = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed);
@@ -133,8 +159,17 @@ pub fn allocated(ptr: *mut u8, layout: Layout) {
 
 /// Before the allocator takes a block back: while recording, it is no
 /// longer the load's.
+#[inline(always)]
 pub fn freed(ptr: *mut u8) {
-    if MODE.load(Ordering::Relaxed) != RECORDING || is_bookkeeping() {
+    if MODE.load(Ordering::Relaxed) == RECORDING {
+        freed_recording(ptr);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn freed_recording(ptr: *mut u8) {
+    if is_bookkeeping() {
         return;
     }
     bookkeeping(|| {
