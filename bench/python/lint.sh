@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Lints the Python benchmark with bindings-py's tools and rules (ruff check and
-# format), plus mypy --strict, from the venv bench/python/setup.sh makes.
+# Lints the Python benchmark and bench/'s own scripts (the report, the profile
+# grouping) with bindings-py's tools and rules (ruff check and format), plus
+# mypy --strict, from the venv bench/python/setup.sh makes.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="$HERE/../../target/bench/py-venv"
 cd "$HERE"
-"$VENV/bin/ruff" check .
-"$VENV/bin/ruff" format --check .
-"$VENV/bin/mypy" bench.py
+"$VENV/bin/ruff" check . ../report.py ../perf-callers.py
+"$VENV/bin/ruff" format --check . ../report.py ../perf-callers.py
+"$VENV/bin/mypy" bench.py ../report.py ../perf-callers.py
