@@ -68,18 +68,28 @@ impl Node {
     }
 }
 
+/// The parser's budgets: each limit is set once here and named in the
+/// message of the error that crossing it gives ([`budget_message`]).
+const MAX_DEPTH: usize = 48;
+const MAX_ALIASES: usize = 1_000;
+const MAX_ANCHORS: usize = 1_000;
+const MAX_NODES: usize = 200_000;
+const MAX_EVENTS: usize = 400_000;
+const MAX_RECORDED_ANCHOR_EVENTS: usize = 20_000;
+const MAX_RECORDED_ANCHOR_BYTES: usize = 1024 * 1024;
+
 fn options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_reader_input_bytes = Some(MAX_YAML_BYTES);
-    budget.max_depth = 48;
-    budget.max_aliases = 1_000;
-    budget.max_anchors = 1_000;
-    budget.max_nodes = 200_000;
-    budget.max_events = 400_000;
+    budget.max_depth = MAX_DEPTH;
+    budget.max_aliases = MAX_ALIASES;
+    budget.max_anchors = MAX_ANCHORS;
+    budget.max_nodes = MAX_NODES;
+    budget.max_events = MAX_EVENTS;
     budget.max_documents = 1;
     budget.max_total_scalar_bytes = MAX_YAML_BYTES;
-    budget.max_recorded_anchor_events = 20_000;
-    budget.max_recorded_anchor_bytes = 1024 * 1024;
+    budget.max_recorded_anchor_events = MAX_RECORDED_ANCHOR_EVENTS;
+    budget.max_recorded_anchor_bytes = MAX_RECORDED_ANCHOR_BYTES;
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options.strict_booleans = true;
@@ -152,9 +162,45 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
         }
         Err(err) => {
             let (line, column) = err.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
-            Err(Problem::new(ProblemCode::Syntax, origin, first_line(&err.to_string())).at(line, column))
+            let message = budget_message(&err).unwrap_or_else(|| first_line(&err.to_string()));
+            Err(Problem::new(ProblemCode::Syntax, origin, message).at(line, column))
         }
     }
+}
+
+/// What a crossed budget means for the author, with the limit: the parser's
+/// own text is its `Debug` form (`budget breached: RecordedAnchorEvents {
+/// recorded_anchor_events: 20001 } …`). The error's position (where the
+/// alias, anchor or value that crossed it is) is reported beside it.
+fn budget_message(err: &serde_saphyr::Error) -> Option<String> {
+    use serde_saphyr::budget::BudgetBreach;
+    let mut err = err;
+    while let serde_saphyr::Error::AliasError { error, .. } | serde_saphyr::Error::WithSnippet { error, .. } = err {
+        err = error;
+    }
+    let serde_saphyr::Error::Budget { breach, .. } = err else {
+        return None;
+    };
+    let expands = "aliases (`*name`) expand";
+    Some(match breach {
+        BudgetBreach::RecordedAnchorEvents { .. } => {
+            format!("{expands} too far: anchored values would hold more than {MAX_RECORDED_ANCHOR_EVENTS} YAML events")
+        }
+        BudgetBreach::RecordedAnchorBytes { .. } => {
+            format!("{expands} too far: anchored values would hold more than {MAX_RECORDED_ANCHOR_BYTES} bytes")
+        }
+        BudgetBreach::ScalarBytes { .. } => {
+            format!("{expands} too far: the text would be larger than {MAX_YAML_BYTES} bytes")
+        }
+        BudgetBreach::Nodes { .. } => format!("the YAML has more than {MAX_NODES} values, aliases expanded"),
+        BudgetBreach::Events { .. } => format!("the YAML has more than {MAX_EVENTS} YAML events, aliases expanded"),
+        BudgetBreach::Aliases { .. } => format!("the YAML uses more than {MAX_ALIASES} aliases (`*name`)"),
+        BudgetBreach::Anchors { .. } => format!("the YAML defines more than {MAX_ANCHORS} anchors (`&name`)"),
+        BudgetBreach::Depth { .. } => format!("the YAML nests more than {MAX_DEPTH} levels deep"),
+        BudgetBreach::Documents { .. } => "the text holds more than one YAML document (`---`)".to_owned(),
+        BudgetBreach::MergeKeys { .. } => "the YAML uses too many merge keys (`<<`)".to_owned(),
+        _ => return None,
+    })
 }
 
 /// serde-saphyr's message starts with `error: line L column C: `; the
@@ -383,6 +429,38 @@ mod tests {
         let err = parse(&bomb, Origin::Policy).err().unwrap_or_else(|| unreachable!());
         assert_eq!(err.code, ProblemCode::Syntax);
         assert!(err.line > 0);
+    }
+
+    /// A crossed budget is worded for the author, with its limit, at the
+    /// alias or anchor that crossed it.
+    #[test]
+    fn crossed_budgets_say_which_limit() {
+        let aliases: String = (0..=MAX_ALIASES).map(|_| "*a, ").collect();
+        let many_aliases = format!("a: &a x\nb: [{aliases}]\n");
+        let err = parse(&many_aliases, Origin::Policy)
+            .err()
+            .unwrap_or_else(|| unreachable!());
+        assert_eq!(err.code, ProblemCode::Syntax);
+        assert_eq!(err.message, "the YAML uses more than 1000 aliases (`*name`)");
+        assert_eq!((err.line, err.column), (2, 5 + 4 * MAX_ALIASES as u32), "{err}");
+
+        // Each level holds the previous one twice: the anchored values
+        // recorded for replay double at every level.
+        let mut bomb = String::from("l0: &l0 [x, x]\n");
+        for i in 1..20 {
+            bomb.push_str(&format!("l{i}: &l{i} [*l{p}, *l{p}]\n", p = i - 1));
+        }
+        let err = parse(&bomb, Origin::Policy).err().unwrap_or_else(|| unreachable!());
+        assert_eq!(
+            err.message,
+            "aliases (`*name`) expand too far: anchored values would hold more than 20000 YAML events"
+        );
+        assert!(err.line > 1 && err.column > 1, "{err}");
+
+        let anchors: String = (0..=MAX_ANCHORS).map(|i| format!("k{i}: &a{i} v\n")).collect();
+        let err = parse(&anchors, Origin::Policy).err().unwrap_or_else(|| unreachable!());
+        assert_eq!(err.message, "the YAML defines more than 1000 anchors (`&name`)");
+        assert_eq!(err.line, 1 + MAX_ANCHORS as u32);
     }
 
     #[test]
