@@ -68,30 +68,26 @@ impl Node {
     }
 }
 
-/// The parser's budgets: each limit is set once here and named in the
-/// message of the error that crossing it gives ([`budget_message`]).
-const MAX_DEPTH: usize = 48;
-const MAX_ALIASES: usize = 1_000;
-const MAX_ANCHORS: usize = 1_000;
-const MAX_NODES: usize = 200_000;
-const MAX_EVENTS: usize = 400_000;
-const MAX_RECORDED_ANCHOR_EVENTS: usize = 20_000;
-const MAX_RECORDED_ANCHOR_BYTES: usize = 1024 * 1024;
-
-fn options() -> serde_saphyr::Options {
+/// The parser's budgets. The message of a crossed one ([`budget_message`])
+/// reads its limit from here.
+fn budget() -> serde_saphyr::Budget {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_reader_input_bytes = Some(MAX_YAML_BYTES);
-    budget.max_depth = MAX_DEPTH;
-    budget.max_aliases = MAX_ALIASES;
-    budget.max_anchors = MAX_ANCHORS;
-    budget.max_nodes = MAX_NODES;
-    budget.max_events = MAX_EVENTS;
+    budget.max_depth = 48;
+    budget.max_aliases = 1_000;
+    budget.max_anchors = 1_000;
+    budget.max_nodes = 200_000;
+    budget.max_events = 400_000;
     budget.max_documents = 1;
     budget.max_total_scalar_bytes = MAX_YAML_BYTES;
-    budget.max_recorded_anchor_events = MAX_RECORDED_ANCHOR_EVENTS;
-    budget.max_recorded_anchor_bytes = MAX_RECORDED_ANCHOR_BYTES;
+    budget.max_recorded_anchor_events = 20_000;
+    budget.max_recorded_anchor_bytes = 1024 * 1024;
+    budget
+}
+
+fn options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
-    options.budget = Some(budget);
+    options.budget = Some(budget());
     options.strict_booleans = true;
     options.with_snippet = false;
     options
@@ -168,12 +164,14 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
     }
 }
 
-/// What a crossed budget means for the author, with the limit: the parser's
-/// own text is its `Debug` form (`budget breached: RecordedAnchorEvents {
-/// recorded_anchor_events: 20001 } …`). The error's position (where the
-/// alias, anchor or value that crossed it is) is reported beside it.
+/// What a crossed budget means for the author, with the limit ([`budget`]):
+/// the parser's own text is its `Debug` form (`budget breached:
+/// RecordedAnchorEvents { recorded_anchor_events: 20001 } …`). The error's
+/// position (where the alias, anchor or value that crossed it is) is
+/// reported beside it.
 fn budget_message(err: &serde_saphyr::Error) -> Option<String> {
     use serde_saphyr::budget::BudgetBreach;
+    let limits = budget();
     let mut err = err;
     while let serde_saphyr::Error::AliasError { error, .. } | serde_saphyr::Error::WithSnippet { error, .. } = err {
         err = error;
@@ -184,21 +182,35 @@ fn budget_message(err: &serde_saphyr::Error) -> Option<String> {
     let expands = "aliases (`*name`) expand";
     Some(match breach {
         BudgetBreach::RecordedAnchorEvents { .. } => {
-            format!("{expands} too far: anchored values would hold more than {MAX_RECORDED_ANCHOR_EVENTS} YAML events")
+            format!(
+                "{expands} too far: anchored values would hold more than {} YAML events",
+                limits.max_recorded_anchor_events
+            )
         }
         BudgetBreach::RecordedAnchorBytes { .. } => {
-            format!("{expands} too far: anchored values would hold more than {MAX_RECORDED_ANCHOR_BYTES} bytes")
+            format!(
+                "{expands} too far: anchored values would hold more than {} bytes",
+                limits.max_recorded_anchor_bytes
+            )
         }
         BudgetBreach::ScalarBytes { .. } => {
-            format!("{expands} too far: the text would be larger than {MAX_YAML_BYTES} bytes")
+            format!(
+                "{expands} too far: the text would be larger than {} bytes",
+                limits.max_total_scalar_bytes
+            )
         }
-        BudgetBreach::Nodes { .. } => format!("the YAML has more than {MAX_NODES} values, aliases expanded"),
-        BudgetBreach::Events { .. } => format!("the YAML has more than {MAX_EVENTS} YAML events, aliases expanded"),
-        BudgetBreach::Aliases { .. } => format!("the YAML uses more than {MAX_ALIASES} aliases (`*name`)"),
-        BudgetBreach::Anchors { .. } => format!("the YAML defines more than {MAX_ANCHORS} anchors (`&name`)"),
-        BudgetBreach::Depth { .. } => format!("the YAML nests more than {MAX_DEPTH} levels deep"),
+        BudgetBreach::Nodes { .. } => format!("the YAML has more than {} values, aliases expanded", limits.max_nodes),
+        BudgetBreach::Events { .. } => format!(
+            "the YAML has more than {} YAML events, aliases expanded",
+            limits.max_events
+        ),
+        BudgetBreach::Aliases { .. } => format!("the YAML uses more than {} aliases (`*name`)", limits.max_aliases),
+        BudgetBreach::Anchors { .. } => format!("the YAML defines more than {} anchors (`&name`)", limits.max_anchors),
+        BudgetBreach::Depth { .. } => format!("the YAML nests more than {} levels deep", limits.max_depth),
         BudgetBreach::Documents { .. } => "the text holds more than one YAML document (`---`)".to_owned(),
-        BudgetBreach::MergeKeys { .. } => "the YAML uses too many merge keys (`<<`)".to_owned(),
+        BudgetBreach::MergeKeys { .. } => {
+            format!("the YAML uses more than {} merge keys (`<<`)", limits.max_merge_keys)
+        }
         _ => return None,
     })
 }
@@ -435,14 +447,15 @@ mod tests {
     /// alias or anchor that crossed it.
     #[test]
     fn crossed_budgets_say_which_limit() {
-        let aliases: String = (0..=MAX_ALIASES).map(|_| "*a, ").collect();
+        let limits = budget();
+        let aliases: String = (0..=limits.max_aliases).map(|_| "*a, ").collect();
         let many_aliases = format!("a: &a x\nb: [{aliases}]\n");
         let err = parse(&many_aliases, Origin::Policy)
             .err()
             .unwrap_or_else(|| unreachable!());
         assert_eq!(err.code, ProblemCode::Syntax);
         assert_eq!(err.message, "the YAML uses more than 1000 aliases (`*name`)");
-        assert_eq!((err.line, err.column), (2, 5 + 4 * MAX_ALIASES as u32), "{err}");
+        assert_eq!((err.line, err.column), (2, 5 + 4 * limits.max_aliases as u32), "{err}");
 
         // Each level holds the previous one twice: the anchored values
         // recorded for replay double at every level.
@@ -455,12 +468,14 @@ mod tests {
             err.message,
             "aliases (`*name`) expand too far: anchored values would hold more than 20000 YAML events"
         );
-        assert!(err.line > 1 && err.column > 1, "{err}");
+        // At the second alias of `l11`, whose replay records the 20 001st event.
+        assert_eq!((err.line, err.column), (12, 18), "{err}");
 
-        let anchors: String = (0..=MAX_ANCHORS).map(|i| format!("k{i}: &a{i} v\n")).collect();
+        let anchors: String = (0..=limits.max_anchors).map(|i| format!("k{i}: &a{i} v\n")).collect();
         let err = parse(&anchors, Origin::Policy).err().unwrap_or_else(|| unreachable!());
         assert_eq!(err.message, "the YAML defines more than 1000 anchors (`&name`)");
-        assert_eq!(err.line, 1 + MAX_ANCHORS as u32);
+        // At the value the 1 001st anchor names (`k1000: &a1000 v`).
+        assert_eq!((err.line, err.column), (1 + limits.max_anchors as u32, 15), "{err}");
     }
 
     #[test]
