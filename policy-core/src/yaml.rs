@@ -2,17 +2,18 @@
 //!
 //! Typed deserialization (`#[derive(Deserialize)]`) would let a quoted `"true"`
 //! become a boolean; reading the untyped tree first keeps the YAML's own types,
-//! and converting it by hand gives every error a line and column. The parser
-//! (serde-saphyr, no unsafe) enforces the budgets below: alias bombs, deep
-//! nesting and huge documents stop with an error, not with the host's memory.
+//! and converting it by hand gives every error a line and column. The tree is
+//! built from granit-parser's events (`yaml/tree.rs`, no unsafe) under
+//! budgets: alias bombs, deep nesting and huge documents stop with an error,
+//! not with the host's memory.
 
 use crate::error::{Origin, Problem, ProblemCode};
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
-use serde_saphyr::Spanned;
-use std::fmt;
 
 mod keys;
+#[cfg(test)]
+mod reference;
+mod tree;
 
 /// Largest YAML document accepted, in bytes.
 pub const MAX_YAML_BYTES: usize = 8 * 1024 * 1024;
@@ -68,41 +69,17 @@ impl Node {
     }
 }
 
-/// The parser's budgets. The message of a crossed one ([`budget_message`])
-/// reads its limit from here.
-fn budget() -> serde_saphyr::Budget {
-    let mut budget = serde_saphyr::Budget::default();
-    budget.max_reader_input_bytes = Some(MAX_YAML_BYTES);
-    budget.max_depth = 48;
-    budget.max_aliases = 1_000;
-    budget.max_anchors = 1_000;
-    budget.max_nodes = 200_000;
-    budget.max_events = 400_000;
-    budget.max_documents = 1;
-    budget.max_total_scalar_bytes = MAX_YAML_BYTES;
-    budget.max_recorded_anchor_events = 20_000;
-    budget.max_recorded_anchor_bytes = 1024 * 1024;
-    budget
-}
-
-fn options() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
-    options.budget = Some(budget());
-    options.strict_booleans = true;
-    options.with_snippet = false;
-    options
-}
-
 /// Refuses YAML tags (`!custom false`, `!!binary …`, `!!str`). The untyped
 /// reader would drop an unknown tag silently and decode a known one, so a
 /// tagged value could mean something other than what a reviewer reads; the
 /// formats need none. Syntax errors are left to the main parse to report.
 fn refuse_tags(text: &str, origin: Origin) -> Result<(), Problem> {
     use granit_parser::Event;
-    // A budgeted pass: the main parse enforces the same budgets with errors.
+    // A bounded pass: the tree builder enforces the same budget with an
+    // error, and refuses any tag it meets too.
     for (i, event) in granit_parser::Parser::new_from_str(text).enumerate() {
         let Ok((event, span)) = event else { return Ok(()) };
-        if i > 400_000 {
+        if i > tree::limits::EVENTS {
             return Ok(());
         }
         let tagged = match &event {
@@ -144,179 +121,11 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
     // Any key twice in one mapping, merge keys and resolved spellings
     // included (`yaml/keys.rs`), with its position.
     let keys_checked = keys::refuse_duplicate_keys(text, origin)?;
-    let parsed: Result<Spanned<Raw>, _> = serde_saphyr::from_str_with_options(text, options());
-    match parsed {
-        Ok(spanned) => {
-            if let keys::Checked::Unfinished(problem) = keys_checked {
-                return Err(problem);
-            }
-            Ok(Node {
-                value: spanned.value.0,
-                line: spanned.referenced.line(),
-                column: spanned.referenced.column(),
-            })
-        }
-        Err(err) => {
-            let (line, column) = err.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
-            let message = budget_message(&err).unwrap_or_else(|| first_line(&err.to_string()));
-            Err(Problem::new(ProblemCode::Syntax, origin, message).at(line, column))
-        }
+    let node = tree::build(text, origin)?;
+    if let keys::Checked::Unfinished(problem) = keys_checked {
+        return Err(problem);
     }
-}
-
-/// What a crossed budget means for the author, with the limit ([`budget`]):
-/// the parser's own text is its `Debug` form (`budget breached:
-/// RecordedAnchorEvents { recorded_anchor_events: 20001 } …`). The error's
-/// position (where the alias, anchor or value that crossed it is) is
-/// reported beside it.
-fn budget_message(err: &serde_saphyr::Error) -> Option<String> {
-    use serde_saphyr::budget::BudgetBreach;
-    let limits = budget();
-    let mut err = err;
-    while let serde_saphyr::Error::AliasError { error, .. } | serde_saphyr::Error::WithSnippet { error, .. } = err {
-        err = error;
-    }
-    let serde_saphyr::Error::Budget { breach, .. } = err else {
-        return None;
-    };
-    let expands = "aliases (`*name`) expand";
-    Some(match breach {
-        BudgetBreach::RecordedAnchorEvents { .. } => {
-            format!(
-                "{expands} too far: anchored values would hold more than {} YAML events",
-                limits.max_recorded_anchor_events
-            )
-        }
-        BudgetBreach::RecordedAnchorBytes { .. } => {
-            format!(
-                "{expands} too far: anchored values would hold more than {} bytes",
-                limits.max_recorded_anchor_bytes
-            )
-        }
-        BudgetBreach::ScalarBytes { .. } => {
-            format!(
-                "{expands} too far: the text would be larger than {} bytes",
-                limits.max_total_scalar_bytes
-            )
-        }
-        BudgetBreach::Nodes { .. } => format!("the YAML has more than {} values, aliases expanded", limits.max_nodes),
-        BudgetBreach::Events { .. } => format!(
-            "the YAML has more than {} YAML events, aliases expanded",
-            limits.max_events
-        ),
-        BudgetBreach::Aliases { .. } => format!("the YAML uses more than {} aliases (`*name`)", limits.max_aliases),
-        BudgetBreach::Anchors { .. } => format!("the YAML defines more than {} anchors (`&name`)", limits.max_anchors),
-        BudgetBreach::Depth { .. } => format!("the YAML nests more than {} levels deep", limits.max_depth),
-        BudgetBreach::Documents { .. } => "the text holds more than one YAML document (`---`)".to_owned(),
-        BudgetBreach::MergeKeys { .. } => {
-            format!("the YAML uses more than {} merge keys (`<<`)", limits.max_merge_keys)
-        }
-        _ => return None,
-    })
-}
-
-/// serde-saphyr's message starts with `error: line L column C: `; the
-/// position is reported separately, so keep only the message itself.
-fn first_line(message: &str) -> String {
-    let line = message.lines().next().unwrap_or(message);
-    let line = line.strip_prefix("error: ").unwrap_or(line);
-    match line.split_once(": ") {
-        Some((head, rest)) if head.starts_with("line ") => rest.to_owned(),
-        _ => line.to_owned(),
-    }
-}
-
-struct Raw(NodeValue);
-
-impl<'de> Deserialize<'de> for Raw {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(RawVisitor).map(Raw)
-    }
-}
-
-struct RawVisitor;
-
-impl<'de> Visitor<'de> for RawVisitor {
-    type Value = NodeValue;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any YAML value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<NodeValue, E> {
-        Ok(NodeValue::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<NodeValue, E> {
-        Ok(NodeValue::Number(v.into()))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<NodeValue, E> {
-        Ok(NodeValue::Number(v.into()))
-    }
-    fn visit_i128<E: de::Error>(self, v: i128) -> Result<NodeValue, E> {
-        i64::try_from(v)
-            .map(|n| NodeValue::Number(n.into()))
-            .map_err(|_| E::custom("integer out of range"))
-    }
-    fn visit_u128<E: de::Error>(self, v: u128) -> Result<NodeValue, E> {
-        u64::try_from(v)
-            .map(|n| NodeValue::Number(n.into()))
-            .map_err(|_| E::custom("integer out of range"))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<NodeValue, E> {
-        serde_json::Number::from_f64(v)
-            .map(NodeValue::Number)
-            .ok_or_else(|| E::custom("number out of range"))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<NodeValue, E> {
-        Ok(NodeValue::Str(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<NodeValue, E> {
-        Ok(NodeValue::Str(v))
-    }
-    fn visit_unit<E>(self) -> Result<NodeValue, E> {
-        Ok(NodeValue::Null)
-    }
-    fn visit_none<E>(self) -> Result<NodeValue, E> {
-        Ok(NodeValue::Null)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<NodeValue, D::Error> {
-        d.deserialize_any(RawVisitor)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NodeValue, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Spanned<Raw>>()? {
-            items.push(Node {
-                value: item.value.0,
-                line: item.referenced.line(),
-                column: item.referenced.column(),
-            });
-        }
-        Ok(NodeValue::Seq(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NodeValue, A::Error> {
-        let mut entries: Vec<(Key, Node)> = Vec::new();
-        while let Some(key) = map.next_key::<Spanned<String>>()? {
-            let value: Spanned<Raw> = map.next_value()?;
-            if entries.iter().any(|(k, _)| k.name == key.value) {
-                return Err(de::Error::custom(format_args!(
-                    "duplicate key `{}`",
-                    crate::json::truncate_for_message(&key.value)
-                )));
-            }
-            entries.push((
-                Key {
-                    name: key.value,
-                    line: key.referenced.line(),
-                    column: key.referenced.column(),
-                },
-                Node {
-                    value: value.value.0,
-                    line: value.referenced.line(),
-                    column: value.referenced.column(),
-                },
-            ));
-        }
-        Ok(NodeValue::Map(entries))
-    }
+    Ok(node)
 }
 
 /// Reading helpers that turn a wrong shape into a positioned problem.
@@ -447,15 +256,15 @@ mod tests {
     /// alias or anchor that crossed it.
     #[test]
     fn crossed_budgets_say_which_limit() {
-        let limits = budget();
-        let aliases: String = (0..=limits.max_aliases).map(|_| "*a, ").collect();
+        use tree::limits;
+        let aliases: String = (0..=limits::ALIASES).map(|_| "*a, ").collect();
         let many_aliases = format!("a: &a x\nb: [{aliases}]\n");
         let err = parse(&many_aliases, Origin::Policy)
             .err()
             .unwrap_or_else(|| unreachable!());
         assert_eq!(err.code, ProblemCode::Syntax);
         assert_eq!(err.message, "the YAML uses more than 1000 aliases (`*name`)");
-        assert_eq!((err.line, err.column), (2, 5 + 4 * limits.max_aliases as u32), "{err}");
+        assert_eq!((err.line, err.column), (2, 5 + 4 * limits::ALIASES as u32), "{err}");
 
         // Each level holds the previous one twice: the anchored values
         // recorded for replay double at every level.
@@ -471,11 +280,11 @@ mod tests {
         // At the second alias of `l11`, whose replay records the 20 001st event.
         assert_eq!((err.line, err.column), (12, 18), "{err}");
 
-        let anchors: String = (0..=limits.max_anchors).map(|i| format!("k{i}: &a{i} v\n")).collect();
+        let anchors: String = (0..=limits::ANCHORS).map(|i| format!("k{i}: &a{i} v\n")).collect();
         let err = parse(&anchors, Origin::Policy).err().unwrap_or_else(|| unreachable!());
         assert_eq!(err.message, "the YAML defines more than 1000 anchors (`&name`)");
         // At the value the 1 001st anchor names (`k1000: &a1000 v`).
-        assert_eq!((err.line, err.column), (1 + limits.max_anchors as u32, 15), "{err}");
+        assert_eq!((err.line, err.column), (1 + limits::ANCHORS as u32, 15), "{err}");
     }
 
     #[test]
