@@ -69,37 +69,6 @@ impl Node {
     }
 }
 
-/// Refuses YAML tags (`!custom false`, `!!binary …`, `!!str`). The untyped
-/// reader would drop an unknown tag silently and decode a known one, so a
-/// tagged value could mean something other than what a reviewer reads; the
-/// formats need none. Syntax errors are left to the main parse to report.
-fn refuse_tags(text: &str, origin: Origin) -> Result<(), Problem> {
-    use granit_parser::Event;
-    // A bounded pass: the tree builder enforces the same budget with an
-    // error, and refuses any tag it meets too.
-    for (i, event) in granit_parser::Parser::new_from_str(text).enumerate() {
-        let Ok((event, span)) = event else { return Ok(()) };
-        if i > tree::limits::EVENTS {
-            return Ok(());
-        }
-        let tagged = match &event {
-            Event::Scalar(_, _, _, tag) | Event::SequenceStart(_, _, tag) | Event::MappingStart(_, _, tag) => {
-                tag.is_some()
-            }
-            _ => false,
-        };
-        if tagged {
-            return Err(Problem::new(
-                ProblemCode::Syntax,
-                origin,
-                "YAML tags (`!name`, `!!type`) are not accepted: write the plain value",
-            )
-            .at(span.start.line() as u64, span.start.col() as u64 + 1));
-        }
-    }
-    Ok(())
-}
-
 /// Parses one YAML document. An empty document is `null`.
 pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
     if text.len() > MAX_YAML_BYTES {
@@ -117,10 +86,9 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
             column: 1,
         });
     }
-    refuse_tags(text, origin)?;
-    // Any key twice in one mapping, merge keys and resolved spellings
-    // included (`yaml/keys.rs`), with its position.
-    let keys_checked = keys::refuse_duplicate_keys(text, origin)?;
+    // Tags, then any key twice in one mapping, merge keys and resolved
+    // spellings included (`yaml/keys.rs`), with its position.
+    let keys_checked = keys::refuse_tags_and_duplicate_keys(text, origin)?;
     let node = tree::build(text, origin)?;
     if let keys::Checked::Unfinished(problem) = keys_checked {
         return Err(problem);

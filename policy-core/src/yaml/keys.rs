@@ -26,6 +26,9 @@
 //! bound (or past a depth) the pass stops and leaves the verdict to the main
 //! parse's budgets: if the main parse then accepts the document, the load
 //! still fails with this pass's problem (fail closed).
+//!
+//! The same walk over the parser's events refuses YAML tags, anywhere in the
+//! text and before any duplicate (one parse of the text for both checks).
 
 use crate::error::{Origin, Problem, ProblemCode};
 use granit_parser::{Event, ScalarStyle, Span};
@@ -125,29 +128,47 @@ struct Checker<'input, I> {
     origin: Origin,
     anchors: BTreeMap<usize, Shape>,
     merged_keys: usize,
+    /// Events read, and whether the parser has stopped (end or error).
+    seen: usize,
+    ended: bool,
+    /// The first tagged node (see [`refuse_tags_and_duplicate_keys`]).
+    tag: Option<Problem>,
     _input: std::marker::PhantomData<&'input ()>,
 }
 
-/// Refuses duplicate keys (module docs). Syntax errors are the main parse's
-/// to report; this pass stops quietly at one.
-pub fn refuse_duplicate_keys(text: &str, origin: Origin) -> Result<Checked, Problem> {
+/// Tags are looked for up to the tree builder's event budget, which refuses
+/// longer texts (and any tag it meets) itself.
+const TAG_SCAN_EVENTS: usize = super::tree::limits::EVENTS + 1;
+
+/// Refuses YAML tags (`!custom false`, `!!binary …`, `!!str`), anywhere in
+/// the text and before any duplicate key: a tagged value could mean
+/// something other than what a reviewer reads (an untyped reader drops an
+/// unknown tag, decodes a known one), and the formats need none. Then
+/// refuses duplicate keys (module docs). One pass over the parser's events
+/// for both; syntax errors are the main parse's to report, this pass stops
+/// quietly at one.
+pub fn refuse_tags_and_duplicate_keys(text: &str, origin: Origin) -> Result<Checked, Problem> {
     let mut checker = Checker {
         events: granit_parser::Parser::new_from_str(text),
         origin,
         anchors: BTreeMap::new(),
         merged_keys: 0,
+        seen: 0,
+        ended: false,
+        tag: None,
         _input: std::marker::PhantomData,
     };
-    while let Some((event, span)) = checker.next_event() {
-        if is_node_start(&event) {
-            match checker.node(event, &span, 0, false) {
-                Ok(_) => {}
-                Err(Stop::Duplicate(problem)) => return Err(problem),
-                Err(Stop::Bound(problem)) => return Ok(Checked::Unfinished(problem)),
-            }
-        }
+    let walked = checker.walk();
+    // A tag after where the key walk stopped is still refused first.
+    while checker.tag.is_none() && !checker.ended && checker.seen <= TAG_SCAN_EVENTS {
+        checker.next_event();
     }
-    Ok(Checked::All)
+    match (checker.tag, walked) {
+        (Some(tag), _) => Err(tag),
+        (None, Ok(())) => Ok(Checked::All),
+        (None, Err(Stop::Duplicate(problem))) => Err(problem),
+        (None, Err(Stop::Bound(problem))) => Ok(Checked::Unfinished(problem)),
+    }
 }
 
 fn is_node_start(event: &Event<'_>) -> bool {
@@ -161,8 +182,40 @@ impl<'input, I> Checker<'input, I>
 where
     I: Iterator<Item = Result<(Event<'input>, Span), granit_parser::ScanError>>,
 {
+    fn walk(&mut self) -> Result<(), Stop> {
+        while let Some((event, span)) = self.next_event() {
+            if is_node_start(&event) {
+                self.node(event, &span, 0, false)?;
+            }
+        }
+        Ok(())
+    }
+
     fn next_event(&mut self) -> Option<(Event<'input>, Span)> {
-        self.events.next().and_then(Result::ok)
+        if self.ended {
+            return None;
+        }
+        let Some(Ok((event, span))) = self.events.next() else {
+            self.ended = true;
+            return None;
+        };
+        self.seen += 1;
+        let tagged = matches!(
+            &event,
+            Event::Scalar(.., Some(_)) | Event::SequenceStart(.., Some(_)) | Event::MappingStart(.., Some(_))
+        );
+        if tagged && self.tag.is_none() && self.seen <= TAG_SCAN_EVENTS {
+            let at = Position::from(&span);
+            self.tag = Some(
+                Problem::new(
+                    ProblemCode::Syntax,
+                    self.origin,
+                    "YAML tags (`!name`, `!!type`) are not accepted: write the plain value",
+                )
+                .at(at.line, at.column),
+            );
+        }
+        Some((event, span))
     }
 
     /// The next node or collection end, skipping presentation events.
@@ -493,7 +546,7 @@ mod tests {
     use super::*;
 
     fn check(text: &str) -> Result<(), Problem> {
-        match refuse_duplicate_keys(text, Origin::Policy)? {
+        match refuse_tags_and_duplicate_keys(text, Origin::Policy)? {
             Checked::All => Ok(()),
             Checked::Unfinished(problem) => Err(problem),
         }
@@ -606,7 +659,7 @@ mod tests {
         for i in 0..600 {
             text.push_str(&format!("m{i}: {{<<: *a0}}\n"));
         }
-        let unfinished = refuse_duplicate_keys(&text, Origin::Policy);
+        let unfinished = refuse_tags_and_duplicate_keys(&text, Origin::Policy);
         assert!(matches!(unfinished, Ok(Checked::Unfinished(_))), "{unfinished:?}");
         // The main parse accepts it (within its budgets): the load still fails.
         assert_eq!(

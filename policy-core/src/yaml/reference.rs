@@ -221,9 +221,7 @@ mod tests {
     /// `same_positions`: errors must be at the same place (every written
     /// case); generated texts only need both readers to refuse them.
     pub(super) fn compare(text: &str, same_positions: bool) -> Option<String> {
-        if super::super::refuse_tags(text, Origin::Policy).is_err()
-            || super::super::keys::refuse_duplicate_keys(text, Origin::Policy).is_err()
-        {
+        if super::super::keys::refuse_tags_and_duplicate_keys(text, Origin::Policy).is_err() {
             return None;
         }
         let new = tree::build(text, Origin::Policy);

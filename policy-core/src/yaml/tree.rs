@@ -20,6 +20,7 @@ use super::{Key, Node, NodeValue};
 use crate::error::{Origin, Problem, ProblemCode};
 use granit_parser::{Event, ScalarStyle, ScanError, Span};
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 
 /// The budgets, one constant per limit: the error message names it.
 pub(super) mod limits {
@@ -176,7 +177,7 @@ struct Builder<'input, I> {
 
 type Built = (Node, Weight, Option<KeyText>);
 
-/// Builds the one document of `text` (non-empty, tags already refused).
+/// Builds the one document of `text` (non-empty; `keys.rs` has refused tags).
 pub(super) fn build(text: &str, origin: Origin) -> Result<Node, Problem> {
     let mut builder = Builder {
         events: granit_parser::Parser::new_from_str(text),
@@ -359,7 +360,7 @@ where
     fn node(&mut self, event: Event<'input>, at: At, in_key: bool) -> Result<Built, Problem> {
         if let Event::Scalar(.., Some(_)) | Event::SequenceStart(.., Some(_)) | Event::MappingStart(.., Some(_)) = event
         {
-            // `refuse_tags` reports these first; never read one as untagged.
+            // `keys.rs` reports these first; never read one as untagged.
             return Err(self.problem(at, "YAML tags (`!name`, `!!type`) are not accepted"));
         }
         match event {
@@ -619,6 +620,9 @@ where
 
     fn mapping_entries(&mut self, weight: &mut Weight) -> Result<NodeValue, Problem> {
         let mut entries: Vec<(Key, Node)> = Vec::new();
+        // The keys written so far: a look-up per key keeps a mapping of
+        // 10 000 tools from being quadratic.
+        let mut written: BTreeSet<String> = BTreeSet::new();
         let mut merged: Vec<(Key, Node)> = Vec::new();
         let mut held_here: Option<Problem> = None;
         loop {
@@ -637,7 +641,7 @@ where
             self.in_container_key -= usize::from(container_key);
             let (key_node, key_weight, key_text) = built_key?;
             weight.add(&key_weight);
-            let key = match (is_merge, self.key(&key_node, key_text, &entries)) {
+            let key = match (is_merge, self.key(&key_node, key_text, &written)) {
                 (true, _) => None,
                 (false, Ok(key)) => Some(key),
                 (false, Err(problem)) => {
@@ -657,7 +661,10 @@ where
                 held_here = held_here.or(held);
             }
             match key {
-                Some(key) => entries.push((key, value)),
+                Some(key) => {
+                    written.insert(key.name.clone());
+                    entries.push((key, value));
+                }
                 None if !is_merge => {}
                 None => self.merge_sources(value, &mut merged)?,
             }
@@ -665,7 +672,7 @@ where
         // YAML's merge rule: a key written in the mapping wins over a merged
         // one, and of two merged mappings the first listed wins.
         for (key, value) in merged {
-            if !entries.iter().any(|(k, _)| k.name == key.name) {
+            if written.insert(key.name.clone()) {
                 entries.push((key, value));
             }
         }
@@ -674,7 +681,7 @@ where
 
     /// A mapping key: text, not null, not a list or mapping, not written
     /// twice.
-    fn key(&self, node: &Node, text: Option<KeyText>, entries: &[(Key, Node)]) -> Result<Key, Problem> {
+    fn key(&self, node: &Node, text: Option<KeyText>, written: &BTreeSet<String>) -> Result<Key, Problem> {
         let at = at_of(node);
         let name = match text {
             Some(KeyText::Text(name)) => name,
@@ -683,7 +690,7 @@ where
             }
             None => return Err(self.problem(at, "a mapping key is a list or a mapping: keys are text")),
         };
-        if entries.iter().any(|(k, _)| k.name == name) {
+        if written.contains(&name) {
             return Err(self.problem(
                 at,
                 format!("duplicate key `{}`", crate::json::truncate_for_message(&name)),
