@@ -239,15 +239,6 @@ where
         Err(self.problem(at, NOT_A_MAPPING))
     }
 
-    /// Checks an anchored merge source where it is written.
-    fn check_merge_source(&mut self, node: &Node) -> Result<(), Problem> {
-        match &node.value {
-            NodeValue::Null | NodeValue::Map(_) => Ok(()),
-            NodeValue::Seq(items) => items.iter().try_for_each(|item| self.check_merge_source(item)),
-            _ => self.merge_problem(at_of(node)),
-        }
-    }
-
     fn breach(&self, at: At, limit: Limit) -> Problem {
         self.problem(at, limit.message())
     }
@@ -537,9 +528,11 @@ where
             }
             Event::Alias(id) => {
                 let built = self.alias(id, at, false)?;
-                let source = self.anchored(id).map(|anchored| anchored.node.clone());
-                if let Some(source) = source {
-                    self.check_merge_source(&source)?;
+                if let Some(found) = self
+                    .anchored(id)
+                    .and_then(|anchored| not_a_merge_source(&anchored.node))
+                {
+                    self.merge_problem(found)?;
                 }
                 Ok(built)
             }
@@ -762,6 +755,16 @@ enum Shape {
     Sequence,
     /// A list under a merge key (`<<`).
     MergeList,
+}
+
+/// Where a merge source (a mapping, null, or a list of those) holds
+/// something else.
+fn not_a_merge_source(node: &Node) -> Option<At> {
+    match &node.value {
+        NodeValue::Null | NodeValue::Map(_) => None,
+        NodeValue::Seq(items) => items.iter().find_map(not_a_merge_source),
+        _ => Some(at_of(node)),
+    }
 }
 
 fn at_of(node: &Node) -> At {
