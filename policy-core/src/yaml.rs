@@ -15,6 +15,22 @@ mod keys;
 mod reference;
 mod tree;
 
+/// Where an event starts: 1-based line and column, as every problem reports.
+#[derive(Debug, Clone, Copy)]
+struct Position {
+    line: u64,
+    column: u64,
+}
+
+impl From<&granit_parser::Span> for Position {
+    fn from(span: &granit_parser::Span) -> Self {
+        Position {
+            line: span.start.line() as u64,
+            column: span.start.col() as u64 + 1,
+        }
+    }
+}
+
 /// Largest YAML document accepted, in bytes.
 pub const MAX_YAML_BYTES: usize = 8 * 1024 * 1024;
 

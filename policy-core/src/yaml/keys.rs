@@ -30,6 +30,7 @@
 //! The same walk over the parser's events refuses YAML tags, anywhere in the
 //! text and before any duplicate (one parse of the text for both checks).
 
+use super::Position;
 use crate::error::{Origin, Problem, ProblemCode};
 use granit_parser::{Event, ScalarStyle, Span};
 use std::collections::BTreeMap;
@@ -83,21 +84,6 @@ enum Shape {
     /// A sequence's mapping elements (for `<<: [*a, *b]`), with positions.
     Seq(Rc<[(Rc<[Identity]>, Position)]>),
     Other,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Position {
-    line: u64,
-    column: u64,
-}
-
-impl From<&Span> for Position {
-    fn from(span: &Span) -> Self {
-        Position {
-            line: span.start.line() as u64,
-            column: span.start.col() as u64 + 1,
-        }
-    }
 }
 
 /// Keys copied by merges, across the document: a bound on this pass's work.

@@ -238,6 +238,20 @@ mod tests {
         }
     }
 
+    fn assert_agree<'a>(texts: impl Iterator<Item = &'a str>) {
+        let problems: Vec<String> = texts.filter_map(disagreement).collect();
+        report(&problems);
+    }
+
+    fn report(problems: &[String]) {
+        assert!(
+            problems.is_empty(),
+            "{} disagreements:\n{}",
+            problems.len(),
+            problems.join("\n")
+        );
+    }
+
     fn describe(result: &Result<super::Node, crate::error::Problem>) -> String {
         match result {
             Ok(node) => format!("{node:?}").chars().take(600).collect(),
@@ -381,13 +395,7 @@ mod tests {
     fn both_readers_agree_on_every_vector() {
         let texts = vector_texts();
         assert!(texts.len() > 100, "vectors not found: {}", texts.len());
-        let problems: Vec<String> = texts.iter().filter_map(|t| disagreement(t)).collect();
-        assert!(
-            problems.is_empty(),
-            "{} disagreements:\n{}",
-            problems.len(),
-            problems.join("\n")
-        );
+        assert_agree(texts.iter().map(|t| t.as_ref()));
     }
 
     #[test]
@@ -408,12 +416,7 @@ mod tests {
                 problems.extend(disagreement(&text));
             }
         }
-        assert!(
-            problems.is_empty(),
-            "{} disagreements:\n{}",
-            problems.len(),
-            problems.join("\n")
-        );
+        report(&problems);
     }
 
     /// Shapes: anchors, aliases, merges, keys, documents, errors.
@@ -492,13 +495,7 @@ mod tests {
 
     #[test]
     fn both_readers_agree_on_shapes() {
-        let problems: Vec<String> = SHAPES.iter().filter_map(|t| disagreement(t)).collect();
-        assert!(
-            problems.is_empty(),
-            "{} disagreements:\n{}",
-            problems.len(),
-            problems.join("\n")
-        );
+        assert_agree(SHAPES.iter().map(|t| t.as_ref()));
     }
 
     /// Budgets: each limit crossed at a known place, and just under it.
@@ -546,13 +543,7 @@ mod tests {
             wide.push_str(&format!("k{i}: &a{i} v\n"));
         }
         texts.push(wide);
-        let problems: Vec<String> = texts.iter().filter_map(|t| disagreement(t)).collect();
-        assert!(
-            problems.is_empty(),
-            "{} disagreements:\n{}",
-            problems.len(),
-            problems.join("\n")
-        );
+        assert_agree(texts.iter().map(|t| t.as_ref()));
     }
 }
 

@@ -16,7 +16,7 @@
 //! (`yaml/reference.rs`) reads every vector and a generated corpus with both
 //! and compares trees and error positions.
 
-use super::{Key, Node, NodeValue};
+use super::{Key, Node, NodeValue, Position as At};
 use crate::error::{Origin, Problem, ProblemCode};
 use granit_parser::{Event, ScalarStyle, ScanError, Span};
 use std::borrow::Cow;
@@ -134,21 +134,6 @@ struct Totals {
     merge_keys: usize,
     recorded_events: usize,
     recorded_bytes: usize,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct At {
-    line: u64,
-    column: u64,
-}
-
-impl From<&Span> for At {
-    fn from(span: &Span) -> Self {
-        At {
-            line: span.start.line() as u64,
-            column: span.start.col() as u64 + 1,
-        }
-    }
 }
 
 struct Builder<'input, I> {
