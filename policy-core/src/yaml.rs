@@ -31,6 +31,29 @@ impl From<&granit_parser::Span> for Position {
     }
 }
 
+/// YAML tags (`!custom false`, `!!binary …`, `!!str`) are refused: an
+/// untyped reader drops an unknown tag and decodes a known one, so a tagged
+/// value could mean something other than what a reviewer reads.
+const TAGS_REFUSED: &str = "YAML tags (`!name`, `!!type`) are not accepted: write the plain value";
+
+fn is_tagged(event: &granit_parser::Event<'_>) -> bool {
+    use granit_parser::Event;
+    matches!(
+        event,
+        Event::Scalar(.., Some(_)) | Event::SequenceStart(.., Some(_)) | Event::MappingStart(.., Some(_))
+    )
+}
+
+/// A merge key: `<<` written plain (quoted, it is an ordinary key).
+fn is_merge_key(event: &granit_parser::Event<'_>) -> bool {
+    matches!(event, granit_parser::Event::Scalar(text, granit_parser::ScalarStyle::Plain, _, _) if text == "<<")
+}
+
+/// The plain spellings of null (YAML 1.1 and 1.2 agree on these).
+fn is_null_spelling(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
+}
+
 /// Largest YAML document accepted, in bytes.
 pub const MAX_YAML_BYTES: usize = 8 * 1024 * 1024;
 

@@ -30,7 +30,7 @@
 //! The same walk over the parser's events refuses YAML tags, anywhere in the
 //! text and before any duplicate (one parse of the text for both checks).
 
-use super::Position;
+use super::{Position, TAGS_REFUSED, is_merge_key, is_null_spelling, is_tagged};
 use crate::error::{Origin, Problem, ProblemCode};
 use granit_parser::{Event, ScalarStyle, Span};
 use std::collections::BTreeMap;
@@ -186,20 +186,9 @@ where
             return None;
         };
         self.seen += 1;
-        let tagged = matches!(
-            &event,
-            Event::Scalar(.., Some(_)) | Event::SequenceStart(.., Some(_)) | Event::MappingStart(.., Some(_))
-        );
-        if tagged && self.tag.is_none() && self.seen <= TAG_SCAN_EVENTS {
+        if is_tagged(&event) && self.tag.is_none() && self.seen <= TAG_SCAN_EVENTS {
             let at = Position::from(&span);
-            self.tag = Some(
-                Problem::new(
-                    ProblemCode::Syntax,
-                    self.origin,
-                    "YAML tags (`!name`, `!!type`) are not accepted: write the plain value",
-                )
-                .at(at.line, at.column),
-            );
+            self.tag = Some(Problem::new(ProblemCode::Syntax, self.origin, TAGS_REFUSED).at(at.line, at.column));
         }
         Some((event, span))
     }
@@ -277,7 +266,7 @@ where
             if matches!(key_event, Event::MappingEnd) {
                 break;
             }
-            let is_merge = matches!(&key_event, Event::Scalar(v, ScalarStyle::Plain, _, _) if v == "<<");
+            let is_merge = is_merge_key(&key_event);
             let key_at = Position::from(&key_span);
             let key = self.node(key_event, &key_span, depth + 1, true)?;
             if let Shape::Scalar(identity) = key {
@@ -419,8 +408,11 @@ fn value_text(value: &Meaning) -> String {
 /// YAML 1.1 and YAML 1.2 core-schema resolution of a plain scalar, both
 /// (a little generously: a form either version accepts counts).
 fn resolve(text: &str, out: &mut Vec<Meaning>) {
+    if is_null_spelling(text) {
+        out.push(Meaning::Null);
+        return;
+    }
     match text {
-        "" | "~" | "null" | "Null" | "NULL" => out.push(Meaning::Null),
         "true" | "True" | "TRUE" | "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => {
             out.push(Meaning::Bool(true))
         }

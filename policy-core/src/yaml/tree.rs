@@ -16,7 +16,7 @@
 //! (`yaml/reference.rs`) reads every vector and a generated corpus with both
 //! and compares trees and error positions.
 
-use super::{Key, Node, NodeValue, Position as At};
+use super::{Key, Node, NodeValue, Position as At, TAGS_REFUSED, is_merge_key, is_null_spelling, is_tagged};
 use crate::error::{Origin, Problem, ProblemCode};
 use granit_parser::{Event, ScalarStyle, ScanError, Span};
 use std::borrow::Cow;
@@ -334,10 +334,9 @@ where
 
     /// Reads the node that starts with `event`; `in_key`: it is a mapping key.
     fn node(&mut self, event: Event<'input>, at: At, in_key: bool) -> Result<Built, Problem> {
-        if let Event::Scalar(.., Some(_)) | Event::SequenceStart(.., Some(_)) | Event::MappingStart(.., Some(_)) = event
-        {
+        if is_tagged(&event) {
             // `keys.rs` reports these first; never read one as untagged.
-            return Err(self.problem(at, "YAML tags (`!name`, `!!type`) are not accepted"));
+            return Err(self.problem(at, TAGS_REFUSED));
         }
         match event {
             Event::Scalar(text, style, anchor, _) => self.scalar(text, style, anchor, at, in_key),
@@ -363,8 +362,9 @@ where
         }
         self.define_anchor(anchor, at)?;
         let plain = style == ScalarStyle::Plain;
-        let is_merge_key = in_key && plain && text == "<<";
-        if is_merge_key {
+        // `yaml::is_merge_key`, on the event's parts (a `<<` written plain, as a key).
+        let merge_key = in_key && plain && text == "<<";
+        if merge_key {
             self.totals.merge_keys += 1;
             if self.totals.merge_keys > limits::MERGE_KEYS {
                 return Err(self.breach(at, Limit::MergeKeys));
@@ -383,12 +383,12 @@ where
             scalar_bytes: bytes,
             owned_bytes,
             depth: 0,
-            merge_keys: usize::from(is_merge_key),
+            merge_keys: usize::from(merge_key),
         };
         // A key is its text; an anchored scalar keeps both readings, for
         // aliases used as keys and as values.
         let key = (in_key || anchor != 0).then(|| {
-            if plain && is_nullish(&text) {
+            if plain && is_null_spelling(&text) {
                 KeyText::Null(at)
             } else {
                 KeyText::Text(text.to_string())
@@ -612,7 +612,7 @@ where
                 }
                 break;
             }
-            let is_merge = matches!(&event, Event::Scalar(text, ScalarStyle::Plain, _, _) if text == "<<");
+            let is_merge = is_merge_key(&event);
             let container_key = matches!(event, Event::SequenceStart(..) | Event::MappingStart(..));
             self.in_container_key += usize::from(container_key);
             let built_key = self.node(event, key_at, true);
@@ -699,12 +699,7 @@ where
         }
         Ok(())
     }
-}
 
-impl<'input, I> Builder<'input, I>
-where
-    I: Iterator<Item = Result<(Event<'input>, Span), ScanError>>,
-{
     /// One item of a `<<` list: a mapping, null (none), or a list of those
     /// (flattened), all reported at the item.
     fn merge_listed(&mut self, item: Node, at: At, merged: &mut Vec<(Key, Node)>) -> Result<(), Problem> {
@@ -724,12 +719,16 @@ where
 }
 
 fn relocated(mut entries: Vec<(Key, Node)>, at: At) -> Vec<(Key, Node)> {
-    for (key, value) in &mut entries {
+    relocate_entries(&mut entries, at);
+    entries
+}
+
+fn relocate_entries(entries: &mut [(Key, Node)], at: At) {
+    for (key, value) in entries {
         key.line = at.line;
         key.column = at.column;
         relocate(value, at);
     }
-    entries
 }
 
 const NOT_A_MAPPING: &str = "a merge key (`<<`) takes a mapping or a list of mappings";
@@ -764,19 +763,9 @@ fn relocate(node: &mut Node, at: At) {
     node.column = at.column;
     match &mut node.value {
         NodeValue::Seq(items) => items.iter_mut().for_each(|item| relocate(item, at)),
-        NodeValue::Map(entries) => {
-            for (key, value) in entries {
-                key.line = at.line;
-                key.column = at.column;
-                relocate(value, at);
-            }
-        }
+        NodeValue::Map(entries) => relocate_entries(entries, at),
         _ => {}
     }
-}
-
-fn is_nullish(text: &str) -> bool {
-    matches!(text, "" | "~" | "null" | "Null" | "NULL")
 }
 
 /// A plain scalar's value: null, boolean, integer, float or string, by the
@@ -784,7 +773,7 @@ fn is_nullish(text: &str) -> bool {
 /// zero-led decimal read as a float (`01` is 1.0, never octal), and
 /// non-finite floats refused.
 fn typed_plain(text: &str) -> Result<NodeValue, &'static str> {
-    if is_nullish(text) {
+    if is_null_spelling(text) {
         return Ok(NodeValue::Null);
     }
     let t = text.trim_matches([' ', '\t', '\r', '\n']);
