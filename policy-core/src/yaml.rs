@@ -11,9 +11,20 @@ use crate::error::{Origin, Problem, ProblemCode};
 use serde_json::Value;
 
 mod keys;
-#[cfg(test)]
+#[cfg(any(test, feature = "yaml-reference"))]
 mod reference;
 mod tree;
+
+/// How the tree builder and the reader it replaced (serde-saphyr, feature
+/// `yaml-reference`) disagree on a text, if they do: a different tree, or
+/// one accepting what the other refuses (where both refuse, a broken text
+/// may have two faults and they may name different ones). For the fuzz
+/// target `yaml_reader`; not part of the engine.
+#[cfg(feature = "yaml-reference")]
+#[doc(hidden)]
+pub fn disagreement_with_reference(text: &str) -> Option<String> {
+    reference::compare(text, false)
+}
 
 /// Where an event starts: 1-based line and column, as every problem reports.
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,7 @@
 //! The reader toolgate used before `tree.rs`: serde-saphyr's deserializer
-//! into the same [`Node`] tree. Kept for the differential test only
-//! (`tests` below): both readers must agree on every tree and every error
+//! into the same [`Node`] tree. Kept for the differential tests only
+//! (`tests` below, and the fuzz target `yaml_reader` through the feature
+//! `yaml-reference`): both readers must agree on every tree and every error
 //! position.
 
 use super::{Key, Node, NodeValue};
@@ -206,36 +207,41 @@ impl<'de> Visitor<'de> for RawVisitor {
     }
 }
 
+/// Both readers on one text: the same tree with the same positions, or both
+/// refusing it. `same_positions`: the errors must be at the same line and
+/// column too (every written case); generated texts only need both readers
+/// to refuse them. Texts with a tag or a duplicate key are refused before
+/// either reader runs, so they are not compared.
+pub(super) fn compare(text: &str, same_positions: bool) -> Option<String> {
+    if super::keys::refuse_tags_and_duplicate_keys(text, Origin::Policy).is_err() {
+        return None;
+    }
+    let new = super::tree::build(text, Origin::Policy);
+    let old = parse(text, Origin::Policy);
+    match (&new, &old) {
+        (Ok(a), Ok(b)) if a == b => None,
+        (Err(a), Err(b)) if !same_positions || (a.line, a.column) == (b.line, b.column) => None,
+        _ => Some(format!(
+            "text {:?}\n  new: {}\n  old: {}",
+            crate::json::truncate_for_message(text),
+            describe(&new),
+            describe(&old)
+        )),
+    }
+}
+
+fn describe(result: &Result<Node, Problem>) -> String {
+    match result {
+        Ok(node) => format!("{node:?}").chars().take(600).collect(),
+        Err(problem) => format!("error {}:{} {}", problem.line, problem.column, problem.message),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::tree;
-    use crate::error::Origin;
-
-    /// Both readers on one text: the same tree with the same positions, or
-    /// an error at the same line and column. Texts with a tag or a duplicate
-    /// key are refused before either reader runs, so they are not compared.
+    /// [`super::compare`] with the errors' positions compared.
     fn disagreement(text: &str) -> Option<String> {
-        compare(text, true)
-    }
-
-    /// `same_positions`: errors must be at the same place (every written
-    /// case); generated texts only need both readers to refuse them.
-    pub(super) fn compare(text: &str, same_positions: bool) -> Option<String> {
-        if super::super::keys::refuse_tags_and_duplicate_keys(text, Origin::Policy).is_err() {
-            return None;
-        }
-        let new = tree::build(text, Origin::Policy);
-        let old = super::parse(text, Origin::Policy);
-        match (&new, &old) {
-            (Ok(a), Ok(b)) if a == b => None,
-            (Err(a), Err(b)) if !same_positions || (a.line, a.column) == (b.line, b.column) => None,
-            _ => Some(format!(
-                "text {:?}\n  new: {}\n  old: {}",
-                crate::json::truncate_for_message(text),
-                describe(&new),
-                describe(&old)
-            )),
-        }
+        super::compare(text, true)
     }
 
     fn assert_agree<'a>(texts: impl Iterator<Item = &'a str>) {
@@ -250,13 +256,6 @@ mod tests {
             problems.len(),
             problems.join("\n")
         );
-    }
-
-    fn describe(result: &Result<super::Node, crate::error::Problem>) -> String {
-        match result {
-            Ok(node) => format!("{node:?}").chars().take(600).collect(),
-            Err(problem) => format!("error {}:{} {}", problem.line, problem.column, problem.message),
-        }
     }
 
     fn vector_texts() -> Vec<String> {
@@ -571,7 +570,7 @@ mod generated {
         #![proptest_config(ProptestConfig { cases: 4000, failure_persistence: None, ..ProptestConfig::default() })]
         #[test]
         fn both_readers_agree_on_generated_texts(text in text()) {
-            let problem = super::tests::compare(&text, false);
+            let problem = super::compare(&text, false);
             prop_assert!(problem.is_none(), "{}", problem.unwrap_or_default());
         }
     }

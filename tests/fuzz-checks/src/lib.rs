@@ -9,6 +9,7 @@
 //! | [`check_load_catalog`] | bytes as a catalog, without a policy and with the seed-like policy | the same |
 //! | [`check_evaluate`] | fixed rule set + call bytes + context ([`input`]) | [`native::check_decision`] and [`native::check_list`] |
 //! | [`check_differential`] | the same input | native and component give the same bytes (feature `component`) |
+//! | [`check_yaml_reader`] | bytes as YAML text | the tree builder and serde-saphyr read the same tree or both refuse (feature `yaml-reference`; fuzzed only, its cases in policy-core's tests) |
 
 // A violated invariant must abort the fuzz run (libFuzzer reports a panic as
 // a crash) and fail the test: panicking, unwrapping and indexing are the
@@ -20,10 +21,14 @@ pub mod differential;
 pub mod fixtures;
 pub mod input;
 pub mod native;
+#[cfg(feature = "yaml-reference")]
+pub mod yaml;
 
 #[cfg(feature = "component")]
 pub use differential::check_differential;
 pub use native::{check_evaluate, check_load_catalog, check_load_policy};
+#[cfg(feature = "yaml-reference")]
+pub use yaml::check_yaml_reader;
 
 /// The fuzz targets, by name, with their check (the regression folders in
 /// `fuzz/regressions/` are named after them).
@@ -34,6 +39,8 @@ pub fn check_for(target: &str) -> Option<fn(&[u8])> {
         "evaluate" => Some(check_evaluate),
         #[cfg(feature = "component")]
         "differential" => Some(check_differential),
+        #[cfg(feature = "yaml-reference")]
+        "yaml_reader" => Some(check_yaml_reader),
         _ => None,
     }
 }
