@@ -130,8 +130,8 @@ fn place_replaying(layout: Layout) -> Option<*mut u8> {
         return None;
     }
     ARENA_NEXT.store(end, Ordering::Relaxed);
-    // The arena is fresh memory, never handed out twice: already zero, as
-    // `alloc_zeroed` promises.
+    // The arena was zeroed when it was taken (`reserve`) and no part of it
+    // is handed out twice: zero, as `alloc_zeroed` promises.
     Some(start as *mut u8)
 }
 
@@ -226,9 +226,13 @@ fn reserve(bytes: usize) -> Option<usize> {
     if bytes == 0 {
         return None;
     }
+    // Zeroed: a block the arena hands to `alloc_zeroed` must read zero, and
+    // the heap the load just freed holds the allocator's own headers and
+    // links (a lookup table the rules allocate zeroed found them there and
+    // never reached an empty slot). Once per pack, only in `toolgate prepare`.
     // SAFETY: a non-zero size; the block is never freed, and nothing else
     // holds it: the arena hands its parts out.
-    let block = unsafe { System.alloc(layout) };
+    let block = unsafe { System.alloc_zeroed(layout) };
     (!block.is_null()).then_some(block as usize)
 }
 
