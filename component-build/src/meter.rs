@@ -18,8 +18,8 @@
 //!   On entry of the region (the function's start: a call to one of 63
 //!   shared charge functions; the start of every iteration of the loop: the
 //!   same check in place) the cost is subtracted from the budget; when the
-//!   budget goes negative the guest
-//!   traps with an integer division by zero (`i32.const 1; i32.const 0;
+//!   budget goes negative the guest calls the meter's one trap function,
+//!   an integer division by zero (`i32.const 1; i32.const 0;
 //!   i32.div_u`), which Rust-compiled code never executes (Rust checks
 //!   divisors and panics, an `unreachable`), so hosts tell the meter's trap
 //!   apart from every other one: it is `ENGINE_LIMIT`.
@@ -371,7 +371,8 @@ pub fn instrument_with_stats(module: &[u8], budgets: Budgets) -> Result<(Vec<u8>
                     wrappers.push((*f, index));
                 }
                 let ty = nullary.ok_or_else(|| err("the module has no [] -> [] type"))?;
-                for _ in 0..CHARGE_CLASSES {
+                // The charge functions, then the trap they share.
+                for _ in 0..=CHARGE_CLASSES {
                     section.function(ty);
                 }
                 out.section(&section);
@@ -447,10 +448,17 @@ pub fn instrument_with_stats(module: &[u8], budgets: Budgets) -> Result<(Vec<u8>
                     for k in 0..CHARGE_CLASSES {
                         let mut body = Vec::new();
                         0u32.encode(&mut body); // no locals
-                        inline_check(1i64 << k, budget_global, &mut body);
+                        inline_check(1i64 << k, budget_global, first_charge + TRAP, &mut body);
                         Instruction::End.encode(&mut body);
                         code.raw(&body);
                     }
+                    let mut trap = Vec::new();
+                    0u32.encode(&mut trap); // no locals
+                    for ins in trap_instructions() {
+                        ins.encode(&mut trap);
+                    }
+                    Instruction::End.encode(&mut trap);
+                    code.raw(&trap);
                     out.section(&code);
                 }
             }
@@ -489,9 +497,13 @@ fn budget_global_entry(initial: i64, sink: &mut Vec<u8>) {
 
 /// Charge functions for 2^0 ..= 2^62 units.
 const CHARGE_CLASSES: u32 = 63;
+/// The function after them, counted from the first: the meter's trap, which
+/// every check calls when the budget is spent (3 bytes a check instead of
+/// the 7 of the division in place; it runs once, so it costs nothing).
+const TRAP: u32 = CHARGE_CLASSES;
 
 /// Writes one check of `cost` units, rounded up to a power of two. At a loop
-/// body's start, in place (`budget -= 2^k; if budget < 0 { 1 / 0 }`, ~20
+/// body's start, in place (`budget -= 2^k; if budget < 0 { trap() }`, ~18
 /// bytes, on the hot path); on a function's entry, a call to the shared
 /// `k`th charge function, which is that same check (3 bytes: with ~5 000
 /// entries the in-place form would not fit the component's gzip budget).
@@ -499,14 +511,14 @@ const CHARGE_CLASSES: u32 = 63;
 fn check(cost: i64, in_loop: bool, first_charge: u32, budget: u32, sink: &mut Vec<u8>) {
     let class = (64 - (cost.max(1) - 1).leading_zeros()).min(CHARGE_CLASSES - 1); // 2^class >= cost
     if in_loop {
-        inline_check(1i64 << class, budget, sink);
+        inline_check(1i64 << class, budget, first_charge + TRAP, sink);
     } else {
         Instruction::Call(first_charge + class).encode(sink);
     }
 }
 
-/// `budget -= cost; if budget < 0 { 1 / 0 }`.
-fn inline_check(cost: i64, budget: u32, sink: &mut Vec<u8>) {
+/// `budget -= cost; if budget < 0 { trap() }`, where `trap` divides by zero.
+fn inline_check(cost: i64, budget: u32, trap: u32, sink: &mut Vec<u8>) {
     for ins in [
         Instruction::GlobalGet(budget),
         Instruction::I64Const(cost),
@@ -519,9 +531,7 @@ fn inline_check(cost: i64, budget: u32, sink: &mut Vec<u8>) {
     ] {
         ins.encode(sink);
     }
-    for ins in trap_instructions() {
-        ins.encode(sink);
-    }
+    Instruction::Call(trap).encode(sink);
     Instruction::End.encode(sink);
 }
 
