@@ -426,4 +426,39 @@ mod tests {
             assert!(rules.tool(unknown).is_none(), "{unknown:?}");
         }
     }
+
+    #[test]
+    fn the_name_index_finds_every_tool_among_many_with_shared_prefixes() {
+        // Lengths on both sides of every eight-byte word, shared prefixes,
+        // names one byte apart: the hash reads the length and every byte.
+        let mut names: Vec<String> = Vec::new();
+        for i in 0..300 {
+            names.push(format!("t{i}"));
+            names.push(format!("server__tool_{i:04}"));
+            names.push(format!("{}{i}", "x".repeat(i % 19)));
+        }
+        names.sort();
+        names.dedup();
+        let tools: Vec<String> = names.iter().map(|n| format!(r#"{{"name":{n:?}}}"#)).collect();
+        let rules = Rules::load(None, &format!(r#"{{"tools":[{}]}}"#, tools.join(","))).unwrap();
+        for name in &names {
+            assert_eq!(rules.tool(name).map(|t| t.name.as_str()), Some(name.as_str()));
+        }
+        for name in &names {
+            for unknown in [format!("{name}x"), format!("{name}\0"), name.to_uppercase()] {
+                if !names.contains(&unknown) {
+                    assert!(rules.tool(&unknown).is_none(), "{unknown:?}");
+                }
+            }
+        }
+        // Some names share a home slot, so look-ups walk past taken slots.
+        let slots = &rules.by_name.slots;
+        let mask = slots.len() - 1;
+        let displaced = slots
+            .iter()
+            .enumerate()
+            .filter(|&(at, &slot)| slot != 0 && ((slot >> 32) as usize & mask) != at)
+            .count();
+        assert!(displaced > 0 && slots.len() >= 2 * names.len());
+    }
 }
