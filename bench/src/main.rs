@@ -531,29 +531,40 @@ fn main() -> Result<(), Error> {
                 flag_value(&args, "--component").map(String::as_str),
             )
         }
+        // `gzip-size FILE…`: each file's size gzipped as the size budget
+        // counts it (flate2 at its best level), to compare builds.
+        Some("gzip-size") => {
+            for file in args.iter().skip(1) {
+                let bytes = std::fs::read(file)?;
+                println!("{file}: {} bytes, {} gzip", bytes.len(), gzip_len(&bytes)?);
+            }
+            Ok(())
+        }
         // A loop for `perf record` / callgrind: load or evaluate, natively.
         Some("profile-load") => {
             let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(100);
+            // `--catalog FILE`: another catalog than the seed (`bench gen` writes them).
+            let catalog = catalog_or_seed(flag_value(&args, "--catalog"))?;
             let (_, all) = timed(|| {
                 for _ in 0..n {
-                    black_box(policy_core::Rules::load(Some(workload::POLICY), workload::SEED_CATALOG).ok());
+                    black_box(policy_core::Rules::load(Some(workload::POLICY), &catalog).ok());
                 }
             });
-            let (_, catalog) = timed(|| {
+            let (_, parsed) = timed(|| {
                 for _ in 0..n {
-                    black_box(policy_core::catalog::parse(workload::SEED_CATALOG).ok());
+                    black_box(policy_core::catalog::parse(&catalog).ok());
                 }
             });
             let (_, json) = timed(|| {
                 for _ in 0..n {
-                    black_box(serde_json::from_str::<Value>(workload::SEED_CATALOG).ok());
+                    black_box(serde_json::from_str::<Value>(&catalog).ok());
                 }
             });
             let per = |d: Duration| ms(d) / n as f64;
             println!(
                 "load {:.3} ms, of which catalog::parse {:.3} ms (serde_json alone {:.3} ms)",
                 per(all),
-                per(catalog),
+                per(parsed),
                 per(json)
             );
             Ok(())

@@ -174,11 +174,20 @@ impl Rules {
             serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
         // A tool without a schema publishes the empty-object schema
         // (SPEC §3), and calls are checked against what is published.
-        let input_schemas: Vec<&Value> = sources
+        let mut missing: Vec<Value> = sources
             .iter()
-            .map(|source| source.input_schema.as_ref().unwrap_or(&empty_schema))
+            .filter(|source| source.input_schema.is_none())
+            .map(|_| empty_schema.clone())
             .collect();
-        let compiled = schemas::compile_all(&input_schemas);
+        let mut missing = missing.iter_mut();
+        let mut input_schemas: Vec<&mut Value> = Vec::with_capacity(sources.len());
+        for source in &mut sources {
+            match source.input_schema.as_mut() {
+                Some(schema) => input_schemas.push(schema),
+                None => input_schemas.extend(missing.next()),
+            }
+        }
+        let compiled = schemas::compile_all(&mut input_schemas);
         for (source, compiled) in sources.into_iter().zip(compiled) {
             let class = classify::classify(&source, policy.as_ref());
             let validator = Some(compiled.map_err(|why| {

@@ -37,7 +37,10 @@ const DOCUMENT_KEYS: [&str; 9] = [
 ];
 
 /// One validator (or the compile error's message) per schema, in order.
-pub fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
+///
+/// The schemas are borrowed mutably only to be moved into the shared
+/// document and back (see [`compile_shared`]); they come back as they were.
+pub fn compile_all(schemas: &mut [&mut Value]) -> Vec<Result<Validator, String>> {
     // One regex cache for the whole load: jsonschema's own cache lasts one
     // build, and `build_map` builds each `$defs/N` on its own, so a pattern
     // repeated across tools (the seed catalog has 145 patterns, 8 distinct)
@@ -45,7 +48,7 @@ pub fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
     let patterns = jsonschema::PatternCache::new();
     compile_shared(schemas, &patterns)
         .into_iter()
-        .zip(schemas)
+        .zip(schemas.iter())
         .map(|(done, schema)| match done {
             Some(validator) => Ok(validator),
             None => compile_with(schema, &patterns),
@@ -65,45 +68,69 @@ pub fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
 /// meta-schema first (as `build_map` checked it), and the walked document
 /// holds one `{"$ref": "urn:toolgate:schemas#/$defs/N"}` per schema, so each
 /// is compiled once, by the draft of the resource it sits in.
-fn compile_shared(schemas: &[&Value], patterns: &jsonschema::PatternCache) -> Vec<Option<Validator>> {
-    let mut compiled: Vec<Option<Validator>> = vec![None; schemas.len()];
-    let members: Vec<(usize, &Value)> = schemas
+///
+/// The schemas are moved into that document and moved back once it is
+/// compiled (validators keep nothing of the document): copying every schema
+/// and dropping the copies was a tenth of compiling a large catalog (#17).
+fn compile_shared(schemas: &mut [&mut Value], patterns: &jsonschema::PatternCache) -> Vec<Option<Validator>> {
+    let members: Vec<usize> = schemas
         .iter()
-        .copied()
         .enumerate()
         .filter(|(_, schema)| self_contained(schema))
+        .map(|(i, _)| i)
         .collect();
     // One schema alone gains nothing from the shared document.
     if members.len() <= 1 {
-        return compiled;
+        return vec![None; schemas.len()];
     }
-    let defs = |entry: &dyn Fn(usize, &Value) -> Value| {
-        let map: Map<String, Value> = members
-            .iter()
-            .map(|&(i, schema)| (i.to_string(), entry(i, schema)))
-            .collect();
-        Value::Object(map)
-    };
-    let document = Value::Object(Map::from_iter([(
-        "$defs".to_owned(),
-        defs(&|_, schema| schema.clone()),
-    )]));
-    let refs = defs(&|i, _| {
-        let target = Value::String(format!("{SCHEMAS_URI}#/$defs/{i}"));
-        Value::Object(Map::from_iter([("$ref".to_owned(), target)]))
-    });
+    // Inserted one by one: collecting would add a sort to the component for
+    // each iterator type.
+    let mut defs = Map::new();
+    for &i in &members {
+        if let Some(schema) = schemas.get_mut(i) {
+            defs.insert(i.to_string(), std::mem::take(&mut **schema));
+        }
+    }
+    let mut document = Value::Object(Map::from_iter([("$defs".to_owned(), Value::Object(defs))]));
+    let compiled = compile_document(&document, &members, schemas.len(), patterns);
+    if let Some(Value::Object(defs)) = document.get_mut("$defs") {
+        for &i in &members {
+            if let (Some(slot), Some(schema)) = (schemas.get_mut(i), defs.get_mut(&i.to_string())) {
+                **slot = std::mem::take(schema);
+            }
+        }
+    }
+    compiled
+}
+
+/// `document` is `{"$defs": {"N": schema N, …}}` for each N in `members`.
+fn compile_document(
+    document: &Value,
+    members: &[usize],
+    count: usize,
+    patterns: &jsonschema::PatternCache,
+) -> Vec<Option<Validator>> {
+    let mut compiled: Vec<Option<Validator>> = vec![None; count];
     // A registry resource is not checked against the meta-schema when a
     // reference into it is compiled.
-    if !jsonschema::meta::is_valid(&document) {
+    if !jsonschema::meta::is_valid(document) {
         return compiled;
     }
     let Ok(registry) = jsonschema::Registry::new()
         .draft(jsonschema::Draft::Draft202012)
-        .add(SCHEMAS_URI, &document)
+        .add(SCHEMAS_URI, document)
         .and_then(|builder| builder.prepare())
     else {
         return compiled;
     };
+    let mut refs = Map::new();
+    for i in members {
+        let target = Value::String(format!("{SCHEMAS_URI}#/$defs/{i}"));
+        refs.insert(
+            i.to_string(),
+            Value::Object(Map::from_iter([("$ref".to_owned(), target)])),
+        );
+    }
     // The walked document is checked against its own meta-schema again, and
     // on wasm targets jsonschema builds that meta-schema's validator anew
     // for every check: draft 4's is a fraction of 2020-12's. Nothing of it
@@ -111,10 +138,10 @@ fn compile_shared(schemas: &[&Value], patterns: &jsonschema::PatternCache) -> Ve
     // by the draft of the resource the target is in (2020-12, as before).
     let walked = Value::Object(Map::from_iter([
         ("$schema".to_owned(), Value::String(DRAFT4_URI.to_owned())),
-        ("$defs".to_owned(), refs),
+        ("$defs".to_owned(), Value::Object(refs)),
     ]));
     if let Ok(map) = options(patterns).with_registry(&registry).build_map(&walked) {
-        for (i, _) in members {
+        for &i in members {
             if let (Some(slot), Some(validator)) = (compiled.get_mut(i), map.get(&format!("#/$defs/{i}"))) {
                 *slot = Some(validator.clone());
             }
@@ -189,8 +216,9 @@ mod tests {
             json!({"items": [1, "a"], "n": "3"}),
             json!([1]),
         ];
-        let refs: Vec<&Value> = schemas.iter().collect();
-        let shared: Vec<bool> = compile_shared(&refs, &jsonschema::PatternCache::new())
+        let mut moved = schemas.clone();
+        let mut refs: Vec<&mut Value> = moved.iter_mut().collect();
+        let shared: Vec<bool> = compile_shared(&mut refs, &jsonschema::PatternCache::new())
             .iter()
             .map(Option::is_some)
             .collect();
@@ -199,8 +227,12 @@ mod tests {
             [true, true, true, false, false],
             "the first three share one document"
         );
-        let together = compile_all(&refs);
+        let together = compile_all(&mut refs);
         assert_eq!(together.len(), schemas.len());
+        assert_eq!(
+            moved, schemas,
+            "the schemas come back from the shared document as they were"
+        );
         for (schema, shared) in schemas.iter().zip(&together) {
             let alone = compile(schema).expect("compiles alone");
             let shared = shared.as_ref().expect("compiles together");
@@ -218,15 +250,18 @@ mod tests {
     /// whole, the other two still compile, and the bad one fails with the
     /// message it gets alone.
     fn refused_whole_and_worded_alone(schemas: [Value; 3]) {
-        let refs: Vec<&Value> = schemas.iter().collect();
+        let mut moved = schemas.clone();
+        let mut refs: Vec<&mut Value> = moved.iter_mut().collect();
         assert!(compile(&schemas[1]).is_err(), "alone it fails");
         assert!(
-            compile_shared(&refs, &jsonschema::PatternCache::new())
+            compile_shared(&mut refs, &jsonschema::PatternCache::new())
                 .iter()
                 .all(Option::is_none),
             "the shared document is refused whole"
         );
-        let out = compile_all(&refs);
+        assert_eq!(moved, schemas, "the schemas come back when the document is refused");
+        let mut refs: Vec<&mut Value> = moved.iter_mut().collect();
+        let out = compile_all(&mut refs);
         assert!(out[0].is_ok() && out[2].is_ok());
         assert_eq!(out[1].as_ref().err(), compile(&schemas[1]).err().as_ref());
     }
