@@ -665,6 +665,8 @@ fn main() -> Result<(), Error> {
                 engines.push(toolgate::Engine::from_component_bytes(&std::fs::read(file)?, toolgate::Limits::default())?);
             }
             let mut took: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            // The guest memory one load leaves (the mix decided once in it).
+            let mut memory = [0usize; 2];
             for round in 0..rounds {
                 let mut answers = Vec::new();
                 // Alternate which goes first: the first slot of a round reads fast.
@@ -677,6 +679,9 @@ fn main() -> Result<(), Error> {
                     times.push(ms(elapsed));
                     let rules = rules?;
                     answers.push(calls.iter().map(|c| rules.evaluate_raw(c.as_bytes(), &context).json).collect::<Vec<_>>());
+                    if let Some(bytes) = memory.get_mut(i) {
+                        *bytes = rules.guest_memory_bytes();
+                    }
                 }
                 if answers.first() != answers.last() {
                     return Err("the two components decide the mix differently".into());
@@ -690,6 +695,8 @@ fn main() -> Result<(), Error> {
                 new_min / old_min,
                 new_median / old_median
             );
+            let [old_memory, new_memory] = memory;
+            println!("guest memory after a load and the mix: before {old_memory} bytes, after {new_memory} bytes");
             Ok(())
         }
         Some("profile-component-evaluate") => {

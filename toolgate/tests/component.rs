@@ -334,3 +334,46 @@ fn fault_blocked_results_are_the_engines_shape() {
         assert_eq!(outcome.blocked_result.as_deref(), Some(engine.as_str()), "{code}");
     }
 }
+
+#[test]
+fn decisions_reuse_the_memory_they_free_and_decide_alike_every_time() {
+    // The guest keeps freed small blocks on lists by size and hands them
+    // out again (policy-component/src/grow_ahead.rs): a decision loop must
+    // neither grow the memory nor read a reused block's old contents.
+    let rules = Engine::cached().unwrap().load(None, CATALOG).unwrap();
+    let calls: Vec<String> = (0..40)
+        .map(|i| {
+            // Strings of every size class and past the largest kept one,
+            // keys growing a map, an unknown tool, a wrong type.
+            let text = "x".repeat(i * 37);
+            match i % 4 {
+                0 => format!(r#"{{"name":"lookup","arguments":{{"q":"{text}"}}}}"#),
+                1 => format!(r#"{{"name":"lookup","arguments":{{"q":{i},"k{i}":"{text}"}}}}"#),
+                2 => format!(r#"{{"name":"send","arguments":{{"confirmed":true,"note_{text}":1}}}}"#),
+                _ => format!(r#"{{"name":"tool_{text}","arguments":{{}}}}"#),
+            }
+        })
+        .collect();
+    let context = Context::default();
+    let first: Vec<String> = calls
+        .iter()
+        .map(|c| rules.evaluate(c.as_bytes(), &context).json)
+        .collect();
+    assert!(first.iter().any(|d| d.contains(r#""ok":true"#)), "{first:?}");
+    assert!(first.iter().any(|d| d.contains(r#""ok":false"#)), "{first:?}");
+    let warmed = rules.guest_memory_bytes();
+    for round in 0..300 {
+        for (call, expected) in calls.iter().zip(&first) {
+            assert_eq!(
+                &rules.evaluate(call.as_bytes(), &context).json,
+                expected,
+                "round {round}: {call}"
+            );
+        }
+    }
+    assert_eq!(
+        rules.guest_memory_bytes(),
+        warmed,
+        "12 000 decisions grew the guest memory"
+    );
+}
