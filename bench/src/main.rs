@@ -654,18 +654,29 @@ fn main() -> Result<(), Error> {
         // checked to decide the mix alike; the fastest and the median kept.
         Some("compare-component-loads") => {
             let (Some(before), Some(after)) = (args.get(1), args.get(2)) else {
-                return Err("usage: bench compare-component-loads BEFORE.wasm AFTER.wasm [ROUNDS] [--catalog FILE]".into());
+                return Err("usage: bench compare-component-loads BEFORE.wasm AFTER.wasm [ROUNDS] [--catalog FILE] [--ready]".into());
             };
             let rounds: usize = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(100);
             let catalog = catalog_or_seed(flag_value(&args, "--catalog"))?;
-            let calls: Vec<String> = workload::mix().iter().map(|m| m.call.to_string()).collect();
+            // `--ready`: the first call on every tool after each load (what
+            // `load RUNTIME TOOLS` lines time) instead of the mix.
+            let ready = args.iter().any(|a| a == "--ready");
+            let calls: Vec<String> = if ready {
+                policy_core::Rules::load(Some(workload::POLICY), &catalog)?
+                    .tools()
+                    .iter()
+                    .map(|t| format!(r#"{{"name":{},"arguments":{{}}}}"#, t.name_json))
+                    .collect()
+            } else {
+                workload::mix().iter().map(|m| m.call.to_string()).collect()
+            };
             let context = workload::context_json();
             let mut engines = Vec::new();
             for file in [before, after] {
                 engines.push(toolgate::Engine::from_component_bytes(&std::fs::read(file)?, toolgate::Limits::default())?);
             }
             let mut took: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-            // The guest memory one load leaves (the mix decided once in it).
+            // The guest memory one load and its calls leave.
             let mut memory = [0usize; 2];
             for round in 0..rounds {
                 let mut answers = Vec::new();
@@ -675,10 +686,17 @@ fn main() -> Result<(), Error> {
                     let (Some(engine), Some(times)) = (engines.get(i), took.get_mut(i)) else {
                         return Err("two components".into());
                     };
-                    let (rules, elapsed) = timed(|| engine.load(Some(workload::POLICY), &catalog));
+                    let decide = |rules: &toolgate::RuleSet| {
+                        calls.iter().map(|c| rules.evaluate_raw(c.as_bytes(), &context).json).collect::<Vec<_>>()
+                    };
+                    let ((rules, answered), elapsed) = timed(|| {
+                        let rules = engine.load(Some(workload::POLICY), &catalog);
+                        let answered = rules.as_ref().ok().filter(|_| ready).map(decide);
+                        (rules, answered)
+                    });
                     times.push(ms(elapsed));
                     let rules = rules?;
-                    answers.push(calls.iter().map(|c| rules.evaluate_raw(c.as_bytes(), &context).json).collect::<Vec<_>>());
+                    answers.push(answered.unwrap_or_else(|| decide(&rules)));
                     if let Some(bytes) = memory.get_mut(i) {
                         *bytes = rules.guest_memory_bytes();
                     }
@@ -691,12 +709,13 @@ fn main() -> Result<(), Error> {
             let (old_min, new_min) = (old.iter().copied().fold(f64::INFINITY, f64::min), new.iter().copied().fold(f64::INFINITY, f64::min));
             let (old_median, new_median) = (median(old), median(new));
             println!(
-                "load ms: before {old_min:.3} (median {old_median:.3}), after {new_min:.3} (median {new_median:.3}), after/before {:.3} (median {:.3})",
+                "load{} ms: before {old_min:.3} (median {old_median:.3}), after {new_min:.3} (median {new_median:.3}), after/before {:.3} (median {:.3})",
+                if ready { " and first calls" } else { "" },
                 new_min / old_min,
                 new_median / old_median
             );
             let [old_memory, new_memory] = memory;
-            println!("guest memory after a load and the mix: before {old_memory} bytes, after {new_memory} bytes");
+            println!("guest memory after a load and its calls: before {old_memory} bytes, after {new_memory} bytes");
             Ok(())
         }
         Some("profile-component-evaluate") => {
