@@ -72,6 +72,12 @@ const SIZE_CLASSES: usize = SMALL_MAX / SIZE_STEP;
 /// The first free block of each size class (0: none); each free block's
 /// first word holds the next one's address.
 static FREE_LISTS: [AtomicUsize; SIZE_CLASSES] = [const { AtomicUsize::new(0) }; SIZE_CLASSES];
+/// Bytes waiting on the lists, and their bound: a decision needs a few
+/// kilobytes of them; past the bound a freed block goes back to dlmalloc,
+/// so calls that free a great many blocks of one size after another cannot
+/// hold memory on list after list that no other size may use.
+static LISTED_BYTES: AtomicUsize = AtomicUsize::new(0);
+const MAX_LISTED_BYTES: usize = 1 << 20;
 
 /// A small block's size class: every block of a class is taken from
 /// dlmalloc with the class's size, so any block of it fits any request of it.
@@ -105,14 +111,21 @@ fn pop_free(class: usize) -> Option<*mut u8> {
     // `SIZE_STEP` bytes, aligned to it) whose first word `push_free` wrote.
     let next = unsafe { block.cast::<usize>().read() };
     head.store(next, Ordering::Relaxed);
+    LISTED_BYTES.fetch_sub((class + 1) * SIZE_STEP, Ordering::Relaxed);
     Some(block)
 }
 
-/// Lists `block`, a freed block of `class` that nothing else refers to.
+/// Lists `block`, a freed block of `class` that nothing else refers to,
+/// unless the lists are full.
 fn push_free(class: usize, block: *mut u8) -> bool {
     let Some(head) = FREE_LISTS.get(class) else {
         return false;
     };
+    let listed = LISTED_BYTES.load(Ordering::Relaxed) + (class + 1) * SIZE_STEP;
+    if listed > MAX_LISTED_BYTES {
+        return false;
+    }
+    LISTED_BYTES.store(listed, Ordering::Relaxed);
     // SAFETY: the block is free, of its class's size (at least `SIZE_STEP`
     // bytes) and aligned to `SIZE_STEP`: room for one word.
     unsafe { block.cast::<usize>().write(head.load(Ordering::Relaxed)) };

@@ -377,3 +377,29 @@ fn decisions_reuse_the_memory_they_free_and_decide_alike_every_time() {
         "12 000 decisions grew the guest memory"
     );
 }
+
+#[test]
+fn calls_freeing_many_blocks_of_one_size_after_another_do_not_pile_up_memory() {
+    // Freed small blocks wait on a list per size (grow_ahead.rs) only up to
+    // a bound: calls with tens of thousands of strings, each call of
+    // another length, must not leave each length's blocks on its own list.
+    let rules = Engine::cached().unwrap().load(None, CATALOG).unwrap();
+    let call = |length: usize| {
+        let item = format!("\"{}\"", "s".repeat(length));
+        let items = vec![item; 20_000].join(",");
+        format!(r#"{{"name":"lookup","arguments":{{"q":[{items}]}}}}"#)
+    };
+    // The longest first: every later call needs less memory than it did.
+    let first = rules.evaluate(call(160).as_bytes(), &Context::default());
+    assert_eq!(first.code.as_deref(), Some("BAD_REQUEST"), "{}", first.json);
+    let after_one = rules.guest_memory_bytes();
+    for length in (8..160).step_by(8).rev() {
+        let decision = rules.evaluate(call(length).as_bytes(), &Context::default());
+        assert_eq!(decision.json, first.json, "length {length}");
+    }
+    let after_all = rules.guest_memory_bytes();
+    assert!(
+        after_all <= after_one * 2,
+        "20 calls of 20 000 strings each grew the guest memory from {after_one} to {after_all} bytes"
+    );
+}
