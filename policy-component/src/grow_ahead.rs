@@ -24,7 +24,7 @@
 //! zeroed, so decisions pay nothing for it.
 //!
 //! Small blocks (up to [`SMALL_MAX`] bytes, alignment up to [`SIZE_STEP`])
-//! are taken from dlmalloc rounded up to a multiple of [`SIZE_STEP`], and,
+//! are taken from dlmalloc rounded up to the chunk sizes it uses anyway, and,
 //! outside a load, kept once freed on a list per size and handed out again
 //! from it: a decision allocates and frees a few dozen blocks of the same
 //! few sizes (the call's keys and strings, map nodes), and dlmalloc's
@@ -64,10 +64,16 @@ static ALLOCATOR: GrowAhead = GrowAhead;
 
 /// The largest block kept on a free list.
 const SMALL_MAX: usize = 1024;
-/// Small sizes are rounded up to a multiple of this (dlmalloc's own step),
-/// which is also the largest alignment a small block is taken with.
+/// dlmalloc's step between chunk sizes, and the largest alignment a small
+/// block is taken with.
 const SIZE_STEP: usize = 8;
-const SIZE_CLASSES: usize = SMALL_MAX / SIZE_STEP;
+/// The word dlmalloc keeps before each chunk on wasm32: a chunk of
+/// `8 n` bytes holds a request of up to `8 n - 4`, so the size classes are
+/// `8 n + 4` bytes and rounding a request up to its class wastes nothing.
+const CHUNK_OVERHEAD: usize = 4;
+const SIZE_CLASSES: usize = (SMALL_MAX + CHUNK_OVERHEAD - 1) / SIZE_STEP + 1;
+// The smallest class holds the list's link.
+const _: () = assert!(CHUNK_OVERHEAD >= std::mem::size_of::<usize>());
 
 /// The first free block of each size class (0: none); each free block's
 /// first word holds the next one's address.
@@ -85,11 +91,15 @@ fn size_class(layout: Layout) -> Option<usize> {
     if layout.size() > SMALL_MAX || layout.align() > SIZE_STEP {
         return None;
     }
-    Some(layout.size().saturating_sub(1) / SIZE_STEP)
+    Some((layout.size() + CHUNK_OVERHEAD - 1) / SIZE_STEP)
+}
+
+fn class_bytes(class: usize) -> usize {
+    class * SIZE_STEP + CHUNK_OVERHEAD
 }
 
 fn class_layout(class: usize) -> Option<Layout> {
-    Layout::from_size_align((class + 1) * SIZE_STEP, SIZE_STEP).ok()
+    Layout::from_size_align(class_bytes(class), SIZE_STEP).ok()
 }
 
 /// Whether freed small blocks are kept: not while a load zeroes what it
@@ -107,11 +117,11 @@ fn pop_free(class: usize) -> Option<*mut u8> {
     if block.is_null() {
         return None;
     }
-    // SAFETY: a listed block is a free small block of this class (at least
-    // `SIZE_STEP` bytes, aligned to it) whose first word `push_free` wrote.
+    // SAFETY: a listed block is a free small block of this class (room for
+    // a word, aligned to `SIZE_STEP`) whose first word `push_free` wrote.
     let next = unsafe { block.cast::<usize>().read() };
     head.store(next, Ordering::Relaxed);
-    LISTED_BYTES.fetch_sub((class + 1) * SIZE_STEP, Ordering::Relaxed);
+    LISTED_BYTES.fetch_sub(class_bytes(class), Ordering::Relaxed);
     Some(block)
 }
 
@@ -121,13 +131,13 @@ fn push_free(class: usize, block: *mut u8) -> bool {
     let Some(head) = FREE_LISTS.get(class) else {
         return false;
     };
-    let listed = LISTED_BYTES.load(Ordering::Relaxed) + (class + 1) * SIZE_STEP;
+    let listed = LISTED_BYTES.load(Ordering::Relaxed) + class_bytes(class);
     if listed > MAX_LISTED_BYTES {
         return false;
     }
     LISTED_BYTES.store(listed, Ordering::Relaxed);
-    // SAFETY: the block is free, of its class's size (at least `SIZE_STEP`
-    // bytes) and aligned to `SIZE_STEP`: room for one word.
+    // SAFETY: the block is free, of its class's size (at least a word) and
+    // aligned to `SIZE_STEP`.
     unsafe { block.cast::<usize>().write(head.load(Ordering::Relaxed)) };
     head.store(block as usize, Ordering::Relaxed);
     true
