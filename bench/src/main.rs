@@ -275,11 +275,7 @@ fn run_rust(budget: Budget, json_out: Option<&str>, component_path: Option<&str>
         // `load RUNTIME TOOLS NS CEDAR_NS RATIO`: ready to decide, that is the
         // load plus the first decision on every tool (so work a load might
         // defer is counted), against Cedar's load of the same rules.
-        let first_calls: Vec<Vec<u8>> = native
-            .tools()
-            .iter()
-            .map(|t| format!(r#"{{"name":{},"arguments":{{}}}}"#, t.name_json).into_bytes())
-            .collect();
+        let first_calls: Vec<Vec<u8>> = first_calls(&native).into_iter().map(String::into_bytes).collect();
         let (ready, native_ready) = timed(|| {
             let rules = policy_core::Rules::load(Some(workload::POLICY), &catalog)?;
             for call in &first_calls {
@@ -474,6 +470,16 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a String> {
 }
 
 /// The catalog file's text, or the seed catalog without one.
+/// The first call on every tool, `{"name":…,"arguments":{}}`: what "ready
+/// to decide" counts after a load.
+fn first_calls(rules: &policy_core::Rules) -> Vec<String> {
+    rules
+        .tools()
+        .iter()
+        .map(|t| format!(r#"{{"name":{},"arguments":{{}}}}"#, t.name_json))
+        .collect()
+}
+
 fn catalog_or_seed(path: Option<&String>) -> Result<String, Error> {
     match path {
         Some(path) => Ok(std::fs::read_to_string(path)?),
@@ -662,11 +668,7 @@ fn main() -> Result<(), Error> {
             // `load RUNTIME TOOLS` lines time) instead of the mix.
             let ready = args.iter().any(|a| a == "--ready");
             let calls: Vec<String> = if ready {
-                policy_core::Rules::load(Some(workload::POLICY), &catalog)?
-                    .tools()
-                    .iter()
-                    .map(|t| format!(r#"{{"name":{},"arguments":{{}}}}"#, t.name_json))
-                    .collect()
+                first_calls(&policy_core::Rules::load(Some(workload::POLICY), &catalog)?)
             } else {
                 workload::mix().iter().map(|m| m.call.to_string()).collect()
             };

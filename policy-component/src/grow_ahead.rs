@@ -102,6 +102,25 @@ fn class_layout(class: usize) -> Option<Layout> {
     Layout::from_size_align(class_bytes(class), SIZE_STEP).ok()
 }
 
+/// The layout a block of `layout` is taken from `System` with: its class's
+/// for a small one (any block of a class fits any request of it).
+fn taken_with(class: Option<usize>, layout: Layout) -> Layout {
+    class.and_then(class_layout).unwrap_or(layout)
+}
+
+/// A listed block for `layout` (`Ok`), or the layout to take one from
+/// `System` with (`Err`).
+fn listed_or_taken(layout: Layout) -> Result<*mut u8, Layout> {
+    let class = size_class(layout);
+    if let Some(class) = class
+        && keeping_free_blocks()
+        && let Some(block) = pop_free(class)
+    {
+        return Ok(block);
+    }
+    Err(taken_with(class, layout))
+}
+
 /// Whether freed small blocks are kept: not while a load zeroes what it
 /// frees, and not while a load is packed (its blocks are counted in order).
 /// Kept during a load, they were measured: 6 % off a seed load, and a
@@ -207,16 +226,9 @@ unsafe impl GlobalAlloc for GrowAhead {
         if let Some(placed) = pack::place(layout) {
             return placed;
         }
-        let taken = match size_class(layout) {
-            Some(class) => {
-                if keeping_free_blocks()
-                    && let Some(block) = pop_free(class)
-                {
-                    return block;
-                }
-                class_layout(class).unwrap_or(layout)
-            }
-            None => layout,
+        let taken = match listed_or_taken(layout) {
+            Ok(block) => return block,
+            Err(taken) => taken,
         };
         // SAFETY: forwarded with the class's layout, no smaller than the
         // caller's and as aligned; the caller upholds `alloc`'s contract.
@@ -229,19 +241,14 @@ unsafe impl GlobalAlloc for GrowAhead {
         if let Some(placed) = pack::place(layout) {
             return placed;
         }
-        let taken = match size_class(layout) {
-            Some(class) => {
-                if keeping_free_blocks()
-                    && let Some(block) = pop_free(class)
-                {
-                    // SAFETY: a free block of the class, at least
-                    // `layout.size()` bytes, now the caller's.
-                    unsafe { block.write_bytes(0, layout.size()) };
-                    return block;
-                }
-                class_layout(class).unwrap_or(layout)
+        let taken = match listed_or_taken(layout) {
+            Ok(block) => {
+                // SAFETY: a free block of the class, at least
+                // `layout.size()` bytes, now the caller's.
+                unsafe { block.write_bytes(0, layout.size()) };
+                return block;
             }
-            None => layout,
+            Err(taken) => taken,
         };
         // SAFETY: as in `alloc`.
         let ptr = stepping_ahead(|| unsafe { System.alloc_zeroed(taken) });
@@ -256,15 +263,14 @@ unsafe impl GlobalAlloc for GrowAhead {
             return;
         }
         pack::freed(ptr);
-        let given = match size_class(layout) {
-            Some(class) => {
-                if keeping_free_blocks() && push_free(class, ptr) {
-                    return;
-                }
-                class_layout(class).unwrap_or(layout)
-            }
-            None => layout,
-        };
+        let class = size_class(layout);
+        if let Some(class) = class
+            && keeping_free_blocks()
+            && push_free(class, ptr)
+        {
+            return;
+        }
+        let given = taken_with(class, layout);
         // SAFETY: forwarded with the layout the block was taken from `System`
         // with (its class's, for a small one); its `given.size()` bytes are the
         // caller's to give up, so writing them before handing them back is
