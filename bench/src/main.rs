@@ -469,7 +469,6 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a String> {
     args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1))
 }
 
-/// The catalog file's text, or the seed catalog without one.
 /// The first call on every tool, `{"name":…,"arguments":{}}`: what "ready
 /// to decide" counts after a load.
 fn first_calls(rules: &policy_core::Rules) -> Vec<String> {
@@ -480,6 +479,7 @@ fn first_calls(rules: &policy_core::Rules) -> Vec<String> {
         .collect()
 }
 
+/// The catalog file's text, or the seed catalog without one.
 fn catalog_or_seed(path: Option<&String>) -> Result<String, Error> {
     match path {
         Some(path) => Ok(std::fs::read_to_string(path)?),

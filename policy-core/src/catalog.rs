@@ -146,7 +146,7 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
     let trimmed = body.trim_start();
     let looks_json = trimmed.starts_with('{') || trimmed.starts_with('[');
     let (mut value, node) = if looks_json {
-        let value = json::parse_strict(body.as_bytes()).map_err(|e| {
+        let value = json::parse_strict_text(body).map_err(|e| {
             Problem::new(ProblemCode::Syntax, Origin::Catalog, json_error_message(&e))
                 .at(e.line() as u64, e.column() as u64)
         })?;

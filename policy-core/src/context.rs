@@ -59,7 +59,7 @@ impl Context {
         if text.trim().is_empty() {
             return Ok(Context::default());
         }
-        let value = crate::json::parse_strict(text.as_bytes()).map_err(|e| {
+        let value = crate::json::parse_strict_text(text).map_err(|e| {
             Problem::new(
                 ProblemCode::Syntax,
                 Origin::Context,

@@ -17,6 +17,17 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
+/// [`parse_strict`] of a text already known to be UTF-8: the same values and
+/// errors, without checking each string's UTF-8 again as a reader of bytes
+/// does (#17: a catalog's strings are most of its text, and that check a
+/// byte loop in the component).
+pub fn parse_strict_text(text: &str) -> Result<Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let StrictValue(value) = StrictValue::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
 /// A [`Value`] read by the strict rules of [`parse_strict`], for use inside
 /// another `Deserialize` (the call reader).
 pub(crate) struct StrictValue(pub(crate) Value);
@@ -236,6 +247,97 @@ mod tests {
         ] {
             assert_eq!(truncate_for_message(text), text.escape_debug().to_string(), "{text:?}");
         }
+    }
+
+    /// The reader of text and the reader of bytes give the same value or the
+    /// same error (message and position) on the same UTF-8 text.
+    #[test]
+    fn text_and_bytes_read_alike() {
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        for text in [
+            r#"{"tools":[{"name":"caf\u00e9","x":[1,-2,3.5e10,true,null,"\ud83d\ude00 é"]}]}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"x":{"confirmed":false,"confirmed":true}}"#,
+            r#""\ud800""#,
+            r#""\udc00\ud800""#,
+            "1e309",
+            "{} trailing",
+            "{\"a\":\n  [1,\n  2,,]}",
+            "\"tab\tinside\"",
+            "\"ctrl\u{1}\"",
+            &deep,
+            "",
+        ] {
+            let from_text = parse_strict_text(text).map_err(|e| (e.to_string(), e.line(), e.column()));
+            let from_bytes = parse_strict(text.as_bytes()).map_err(|e| (e.to_string(), e.line(), e.column()));
+            assert_eq!(from_text, from_bytes, "{text:?}");
+        }
+    }
+
+    /// The same on 20 000 texts made by up to four edits of a catalog
+    /// (inserting, replacing or deleting JSON's punctuation, escapes, digits
+    /// and characters of one to four bytes): many broken, over a thousand not.
+    #[test]
+    fn text_and_bytes_read_alike_on_edited_texts() {
+        const PIECES: [&str; 22] = [
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"",
+            "\\",
+            "\\u00e9",
+            "\\ud800",
+            "\\n",
+            "1",
+            "-",
+            "e9",
+            ".",
+            "true",
+            "null",
+            " ",
+            "\u{e9}",
+            "\u{20ac}",
+            "\u{1f600}",
+            "\u{7}",
+        ];
+        let catalog = r#"{"tools":[{"name":"send","inputSchema":{"type":"object","properties":{"to":{"type":"string","maxLength":64}},"required":["to"]},"annotations":{"readOnlyHint":false}},{"name":"caf\u00e9","x":[1,-2.5e3,null,true]}]}"#;
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 33) as usize % below
+        };
+        let mut text = catalog.to_owned();
+        let mut read = 0;
+        for round in 0..20_000 {
+            if round % 4 == 0 {
+                text = catalog.to_owned();
+            }
+            let boundaries: Vec<usize> = (0..=text.len()).filter(|&i| text.is_char_boundary(i)).collect();
+            let at = boundaries[next(boundaries.len())];
+            let piece = PIECES[next(PIECES.len())];
+            match next(3) {
+                0 => text.insert_str(at, piece),
+                1 => {
+                    let end = boundaries.iter().copied().find(|&i| i > at).unwrap_or(at);
+                    text.replace_range(at..end, piece);
+                }
+                _ => {
+                    let end = boundaries.iter().copied().find(|&i| i > at).unwrap_or(at);
+                    text.replace_range(at..end, "");
+                }
+            }
+            let from_text = parse_strict_text(&text).map_err(|e| (e.to_string(), e.line(), e.column()));
+            let from_bytes = parse_strict(text.as_bytes()).map_err(|e| (e.to_string(), e.line(), e.column()));
+            read += usize::from(from_text.is_ok());
+            assert_eq!(from_text, from_bytes, "{text:?}");
+        }
+        // Both ways are exercised: values as well as errors.
+        assert!(read > 1_000, "only {read} texts were JSON");
     }
 
     #[test]

@@ -75,6 +75,26 @@ fn snapshot(policy: Option<&str>, catalog: &str, layout: RulesLayout) -> Result<
         .map_err(component_error)?;
     let engine_api = bindings::Toolgate::new(&mut store, &instance).map_err(component_error)?;
     let rules = engine_api.toolgate_policy_engine().rule_set();
+    // What every load builds on first use and keeps for the instance's life
+    // (jsonschema's parsed meta-schemas, some 45 KB of small blocks) is built
+    // here, by a load of a two-tool catalog, while the heap is still empty:
+    // left to the real load, those blocks filled the holes its transient
+    // ones left and lay on about 160 pages of 4 KiB each a few percent full,
+    // a third of every page an instance of a prepared seed copies in (#17,
+    // docs/performance.md). Where blocks lie never changes a decision.
+    limits.load_backstop(WARM_UP_CATALOG.len() as u64).arm(&mut store)?;
+    match rules.call_load(&mut store, None, WARM_UP_CATALOG) {
+        Ok(Ok(handle)) => handle.resource_drop(&mut store).map_err(component_error)?,
+        // The engine's own catalog, not the user's: refusing it is a fault
+        // of this build, not a load problem to report against their texts.
+        Ok(Err(problem)) => {
+            return Err(Error::Component(format!(
+                "the warm-up catalog was refused: {}",
+                crate::Problem::from(problem)
+            )));
+        }
+        Err(trap) => return Err(component_error(trap)),
+    }
     // The guest keeps the rules of its last load. Loading the same texts a
     // second time, once every handle was dropped, asks it to pack them
     // (`RulesLayout::Packed`), so a snapshot left as loaded keeps its handle:
@@ -116,6 +136,14 @@ fn snapshot(policy: Option<&str>, catalog: &str, layout: RulesLayout) -> Result<
     append_custom_section(&mut prepared, PREPARED_FROM, COMPONENT_SHA256);
     Ok(prepared)
 }
+
+/// A catalog whose load compiles two schemas through the shared schema
+/// document (`policy-core`, `schemas.rs`): the path on which a load builds
+/// what it keeps for good (see [`snapshot`]).
+const WARM_UP_CATALOG: &str = r#"{"tools":[
+  {"name":"warm_up_a","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}},
+  {"name":"warm_up_b","inputSchema":{"type":"object","properties":{"count":{"type":"integer"}}}}
+]}"#;
 
 /// The prepared component's file in a directory [`prepare_into`] wrote.
 pub const PREPARED_COMPONENT_FILE: &str = "toolgate_policy.wasm";

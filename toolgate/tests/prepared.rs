@@ -265,20 +265,18 @@ fn data_segments(module: &[u8]) -> Vec<(usize, &[u8])> {
     out
 }
 
-/// Above `from`: how many 4 KiB pages hold a non-zero byte, and how many
-/// non-zero bytes there are.
-fn pages_and_bytes_above(module: &[u8], from: usize) -> (usize, usize) {
-    let mut pages = std::collections::BTreeSet::new();
-    let mut bytes = 0;
+/// Above `from`: the number of non-zero bytes on each 4 KiB page that holds
+/// one, by page.
+fn non_zero_bytes_by_page_above(module: &[u8], from: usize) -> std::collections::BTreeMap<usize, usize> {
+    let mut pages = std::collections::BTreeMap::new();
     for (offset, data) in data_segments(module) {
         for (i, byte) in data.iter().enumerate() {
             if *byte != 0 && offset + i >= from {
-                pages.insert((offset + i) / 4096);
-                bytes += 1;
+                *pages.entry((offset + i) / 4096).or_insert(0) += 1;
             }
         }
     }
-    (pages.len(), bytes)
+    pages
 }
 
 /// The core module `prepare_into` writes for the JavaScript package holds
@@ -288,6 +286,14 @@ fn pages_and_bytes_above(module: &[u8], from: usize) -> (usize, usize) {
 /// Unpacked, these 300 tools touched 1 078 pages, 6.3 times what their
 /// bytes fill; packed, 303 pages, 2.4 times (the arena holds the rules'
 /// zero bytes too, and the catalog's text is kept beside them).
+///
+/// Nor are a few blocks left alone on a page: what a load builds once and
+/// keeps for the instance's life (jsonschema's parsed meta-schemas) is built
+/// by a warm-up load on an empty heap (`prepare.rs`). Left to the real load,
+/// it filled the holes of the load's transient blocks: 54 pages here held
+/// 17 to 256 non-zero bytes (the prepared seed, 112 of its 284), against 11
+/// now. Pages with a few bytes only are the allocator's headers of free
+/// memory (about 20), which no public call clears.
 #[test]
 fn a_prepared_rule_set_lies_on_few_pages() {
     let tools: Vec<String> = (0..300)
@@ -310,8 +316,12 @@ fn a_prepared_rule_set_lies_on_few_pages() {
         .map(|(offset, data)| offset + data.len())
         .max()
         .unwrap();
-    let (pages, bytes) = pages_and_bytes_above(&core, shipped_data_end);
+    let by_page = non_zero_bytes_by_page_above(&core, shipped_data_end);
+    let pages = by_page.len();
+    let bytes: usize = by_page.values().sum();
     let filled = bytes.div_ceil(4096);
-    println!("{pages} pages touched for {bytes} non-zero bytes ({filled} pages' worth)");
+    let nearly_empty = by_page.values().filter(|&&n| (17..=256).contains(&n)).count();
+    println!("{pages} pages touched for {bytes} non-zero bytes ({filled} pages' worth), {nearly_empty} nearly empty");
     assert!(pages <= filled * 3, "{pages} pages for {filled} pages' worth of bytes");
+    assert!(nearly_empty <= 20, "{nearly_empty} pages hold only a few blocks");
 }
