@@ -70,12 +70,37 @@ pub struct CatalogTool {
     pub effect: Option<String>,
     pub scopes: Option<Vec<String>>,
     pub legacy: Option<Legacy>,
-    /// `sha256:<hex>` of the tool's definition in canonical JSON (for `pin`).
-    pub definition_hash: String,
+    /// The tool's definition in canonical JSON, whose hash a `pin` names.
+    pub definition: Definition,
     /// Where the tool is: `tools[3]` or `tools.name`, and a line for YAML.
     pub path: String,
     pub line: u32,
     pub column: u32,
+}
+
+/// A tool's definition, hashed only for a tool its policy pins
+/// (`Rules::from_parts`): hashing every tool of a catalog the policy pins
+/// none of was a tenth of reading it in the component (#17).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Definition {
+    /// Its canonical text is this span of [`Catalog::canonical`].
+    Span(std::ops::Range<usize>),
+    /// Its own canonical text (a legacy `tools.yaml` entry, which the
+    /// catalog's text holds in another form).
+    Text(String),
+    /// `sha256:<hex>` of that text.
+    Hash(String),
+}
+
+impl Definition {
+    /// The hash, once [`Catalog::hash_definition`] wrote it: a pin compared
+    /// with a definition not hashed never matches, so it holds the tool back.
+    pub fn hash(&self) -> Option<&str> {
+        match self {
+            Definition::Hash(hash) => Some(hash),
+            Definition::Span(_) | Definition::Text(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -90,6 +115,18 @@ pub struct Catalog {
     pub tools: Vec<CatalogTool>,
     /// The catalog as canonical JSON, for the revision hash.
     pub canonical: String,
+}
+
+impl Catalog {
+    /// Hashes `tool`'s definition (one of this catalog's tools).
+    pub fn hash_definition(&self, tool: &mut CatalogTool) {
+        let text = match &tool.definition {
+            Definition::Span(span) => self.canonical.get(span.clone()).unwrap_or_default(),
+            Definition::Text(text) => text,
+            Definition::Hash(_) => return,
+        };
+        tool.definition = Definition::Hash(sha256_hex(text.as_bytes()));
+    }
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -218,17 +255,26 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
             ));
         }
     };
+    let mut tools = tools;
     let canonical = match (&value, form) {
         (Value::Array(_), _) => tools_text,
         (Value::Object(map), CatalogForm::Published | CatalogForm::McpListResult) => {
             let mut out = String::with_capacity(tools_text.len() + 64);
+            let mut tools_at = 0;
             json::write_canonical_object(&mut out, map, |out, key, v| {
                 if key == "tools" {
+                    tools_at = out.len();
                     out.push_str(&tools_text);
                 } else {
                     json::write_canonical(out, v);
                 }
             });
+            // The tools' spans were taken in the tools' own text.
+            for tool in &mut tools {
+                if let Definition::Span(span) = &mut tool.definition {
+                    *span = span.start + tools_at..span.end + tools_at;
+                }
+            }
             out
         }
         _ => json::canonical(&value),
@@ -261,7 +307,7 @@ pub fn json_error_message(e: &serde_json::Error) -> String {
 }
 
 /// Reads the tools of an array and writes the array's canonical text to
-/// `canonical`, each tool's piece hashed once for its pin.
+/// `canonical`, each tool's definition a span of it.
 fn mcp_tools(items: Vec<Value>, base: &str, canonical: &mut String) -> Result<Vec<CatalogTool>, Problem> {
     canonical.push('[');
     let mut tools = Vec::with_capacity(items.len());
@@ -288,8 +334,8 @@ fn mcp_tools(items: Vec<Value>, base: &str, canonical: &mut String) -> Result<Ve
             input: text(spans.0),
             output: text(spans.1),
         };
-        let definition = canonical.get(start..).unwrap_or_default();
-        let mut tool = mcp_tool(item, &format!("{base}[{i}]"), sha256_hex(definition.as_bytes()))?;
+        let definition = Definition::Span(start..canonical.len());
+        let mut tool = mcp_tool(item, &format!("{base}[{i}]"), definition)?;
         // Kept only for a schema the tool has (an object; `null` is none).
         tool.schema_texts = SchemaTexts {
             input: schema_texts.input.filter(|_| tool.input_schema.is_some()),
@@ -325,7 +371,7 @@ fn opt_schema(map: &mut Map<String, Value>, key: &str, path: &str) -> Result<Opt
     }
 }
 
-fn mcp_tool(item: Value, path: &str, definition_hash: String) -> Result<CatalogTool, Problem> {
+fn mcp_tool(item: Value, path: &str, definition: Definition) -> Result<CatalogTool, Problem> {
     let Value::Object(mut map) = item else {
         return Err(problem(ProblemCode::InvalidValue, path, "a tool must be an object"));
     };
@@ -398,7 +444,7 @@ fn mcp_tool(item: Value, path: &str, definition_hash: String) -> Result<CatalogT
         effect,
         scopes,
         legacy: None,
-        definition_hash,
+        definition,
         name,
         path: path.to_owned(),
         line: 0,
@@ -476,7 +522,7 @@ fn legacy_tool(r: &Reader, name: &str, line: u64, column: u64, node: &Node) -> R
         effect: None,
         scopes: None,
         legacy: None,
-        definition_hash: sha256_hex(json::canonical(&node.to_json()).as_bytes()),
+        definition: Definition::Text(json::canonical(&node.to_json())),
         path: format!("tools.{name}"),
         line: u32::try_from(line).unwrap_or(u32::MAX),
         column: u32::try_from(column).unwrap_or(u32::MAX),
@@ -550,7 +596,12 @@ mod tests {
                 .as_array()
                 .or_else(|| whole.get("tools").and_then(Value::as_array));
             for (tool, item) in catalog.tools.iter().zip(items.into_iter().flatten()) {
-                assert_eq!(tool.definition_hash, sha256_hex(json::canonical(item).as_bytes()));
+                let mut hashed = tool.clone();
+                catalog.hash_definition(&mut hashed);
+                assert_eq!(
+                    hashed.definition.hash(),
+                    Some(sha256_hex(json::canonical(item).as_bytes()).as_str())
+                );
                 let schema_text = |key: &str| item.get(key).filter(|s| s.is_object()).map(json::canonical);
                 assert_eq!(tool.schema_texts.input, schema_text("inputSchema"), "{text}");
                 assert_eq!(tool.schema_texts.output, schema_text("outputSchema"), "{text}");

@@ -164,7 +164,7 @@ pub fn classify(tool: &CatalogTool, policy: Option<&Policy>) -> Classification {
     let held = entry.and_then(|e| e.hold.clone()).or_else(|| {
         entry
             .and_then(|e| e.pin.as_deref())
-            .filter(|pin| *pin != tool.definition_hash)
+            .filter(|pin| Some(*pin) != tool.definition.hash())
             .map(|_| "the tool's definition changed since it was pinned".to_owned())
     });
     let idempotency_key_required = entry

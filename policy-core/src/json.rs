@@ -11,10 +11,7 @@ use std::fmt::{self, Write as _};
 /// Parses JSON text, refusing duplicate object keys, invalid UTF-8, lone
 /// surrogates, numbers out of `f64` range and nesting deeper than 128.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let StrictValue(value) = StrictValue::deserialize(&mut de)?;
-    de.end()?;
-    Ok(value)
+    read_strict(serde_json::de::SliceRead::new(bytes))
 }
 
 /// [`parse_strict`] of a text already known to be UTF-8: the same values and
@@ -22,7 +19,11 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
 /// does (#17: a catalog's strings are most of its text, and that check a
 /// byte loop in the component).
 pub fn parse_strict_text(text: &str) -> Result<Value, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_str(text);
+    read_strict(serde_json::de::StrRead::new(text))
+}
+
+fn read_strict<'de, R: serde_json::de::Read<'de>>(read: R) -> Result<Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::new(read);
     let StrictValue(value) = StrictValue::deserialize(&mut de)?;
     de.end()?;
     Ok(value)

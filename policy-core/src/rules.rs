@@ -42,8 +42,9 @@ pub struct Tool {
 /// prepared engine is copied into each new instance).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolSource {
-    /// `sha256:<hex>` of the tool's definition in canonical JSON (for `pin`).
-    pub definition_hash: String,
+    /// `sha256:<hex>` of the tool's definition in canonical JSON, for a tool
+    /// the policy pins (the only reader; see [`catalog::Definition`]).
+    pub definition_hash: Option<String>,
     /// Where the tool is: `tools[3]` or `tools.name`, and a line for YAML.
     pub path: String,
     pub line: u32,
@@ -58,7 +59,7 @@ impl ToolSource {
         ToolSource {
             hint: classify::catalog_hint(&tool),
             has_output_schema: tool.output_schema.is_some(),
-            definition_hash: tool.definition_hash,
+            definition_hash: tool.definition.hash().map(str::to_owned),
             path: tool.path,
             line: tool.line,
             column: tool.column,
@@ -159,7 +160,7 @@ impl Rules {
         Rules::from_parts(policy, catalog)
     }
 
-    pub fn from_parts(policy: Option<Policy>, catalog: Catalog) -> Result<Rules, Problem> {
+    pub fn from_parts(policy: Option<Policy>, mut catalog: Catalog) -> Result<Rules, Problem> {
         let revision = {
             let mut canonical = String::from("toolgate-revision-1\npolicy:");
             canonical.push_str(policy.as_ref().map_or("null", |p| p.canonical.as_str()));
@@ -167,7 +168,16 @@ impl Rules {
             canonical.push_str(&catalog.canonical);
             catalog::sha256_hex(canonical.as_bytes())
         };
-        let mut sources = catalog.tools;
+        let mut sources = std::mem::take(&mut catalog.tools);
+        for source in &mut sources {
+            let pinned = policy
+                .as_ref()
+                .and_then(|p| p.tool_policies.get(&source.name))
+                .is_some_and(|e| e.pin.is_some());
+            if pinned {
+                catalog.hash_definition(source);
+            }
+        }
         sources.sort_by(|a, b| a.name.cmp(&b.name));
         let mut tools = Vec::with_capacity(sources.len());
         let empty_schema: Value =
@@ -325,13 +335,14 @@ impl Rules {
                 _ => {}
             }
             if let Some(pin) = &entry.pin
-                && *pin != tool.source.definition_hash
+                && tool.source.definition_hash.as_deref() != Some(pin.as_str())
             {
                 out.push(warn(
                     "PIN_MISMATCH",
                     format!(
                         "`{shown}` changed since it was pinned; it is held back. Its definition is now {}",
-                        tool.source.definition_hash
+                        // Hashed for every pinned tool (`from_parts`).
+                        tool.source.definition_hash.as_deref().unwrap_or("unknown")
                     ),
                 ));
             }
@@ -421,6 +432,52 @@ fn list_entry(tool: &CatalogTool, class: &Classification) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pin is the hash of the tool's canonical definition in every catalog
+    /// form: the right one keeps the tool, any other holds it back with a
+    /// finding that names the right one; unpinned tools carry no hash.
+    #[test]
+    fn a_pin_holds_back_exactly_the_tools_whose_definition_changed() {
+        let send = r#"{"name":"send","inputSchema":{"type":"object","properties":{"to":{"type":"string"}}}}"#;
+        let read = r#"{"name":"read","annotations":{"readOnlyHint":true}}"#;
+        let legacy = "tools:\n  send:\n    tool_type: transactional\n  read:\n    tool_type: read_only\n";
+        let legacy_send = crate::yaml::parse(legacy, Origin::Catalog)
+            .ok()
+            .and_then(|node| node.to_json().get("tools").and_then(|t| t.get("send")).cloned())
+            .unwrap();
+        for (catalog, send_text) in [
+            (format!("[{send},{read}]"), send.to_owned()),
+            (
+                format!(r#"{{"tools":[{read},{send}],"nextCursor":"x"}}"#),
+                send.to_owned(),
+            ),
+            (
+                format!(r#"{{"formatVersion":1,"tools":[{send},{read}],"server":{{"a":1}}}}"#),
+                send.to_owned(),
+            ),
+            (legacy.to_owned(), json::canonical(&legacy_send)),
+        ] {
+            let definition: Value = serde_json::from_str(&send_text).unwrap();
+            let right = catalog::sha256_hex(json::canonical(&definition).as_bytes());
+            let wrong = format!("sha256:{}", "0".repeat(64));
+            for (pin, kept) in [(&right, true), (&wrong, false)] {
+                let policy = format!("version: 1\ntool_policies:\n  send:\n    pin: \"{pin}\"\n");
+                let rules = Rules::load(Some(&policy), &catalog).unwrap_or_else(|p| panic!("{p}"));
+                let tool = |name| rules.tool(name).unwrap();
+                assert_eq!(tool("send").class.held.is_none(), kept, "{catalog}");
+                assert_eq!(tool("send").source.definition_hash.as_deref(), Some(right.as_str()));
+                assert_eq!(tool("read").source.definition_hash, None);
+                let mismatch: Vec<String> = rules
+                    .findings()
+                    .into_iter()
+                    .filter(|f| f.code == "PIN_MISMATCH")
+                    .map(|f| f.message)
+                    .collect();
+                assert_eq!(mismatch.len(), usize::from(!kept), "{catalog}");
+                assert!(mismatch.iter().all(|m| m.ends_with(&right)), "{mismatch:?}");
+            }
+        }
+    }
 
     #[test]
     fn every_tool_is_found_by_its_exact_name_and_no_other() {
