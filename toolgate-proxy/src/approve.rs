@@ -116,6 +116,27 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// The largest arguments an approval page stores and shows (their JSON
+/// text): a person cannot check more on a page, and every open page keeps
+/// its call's arguments until it expires, so pages for calls of the
+/// engine's 4 MiB limit let one client fill the gateway's memory or the
+/// shared store. A larger call needing confirmation gets no link.
+pub const MAX_SHOWN_ARGUMENTS: usize = 64 * 1024;
+/// Approval links one caller may open within a confirmation window (every
+/// caller without a token counts as one): with the size above, what one
+/// caller can make the store hold is bounded (about 2 MiB per window).
+pub const MAX_OPEN_PER_CALLER: u64 = 32;
+/// Links opened per caller (hashed), counted across replicas.
+const OPENED_PREFIX: &str = "toolgate:approval-opened:";
+
+/// Whether `caller` may open another approval link now; counts it when so.
+/// The count lasts a record's life from the last link opened.
+pub async fn may_open(ledger: &Ledger, caller: &str, ttl_ms: u64, now: u64) -> Result<bool, LedgerError> {
+    let key = format!("{OPENED_PREFIX}{}", &sha256_hex(caller)[..32]);
+    let opened = ledger.count_up(&key, ttl_ms.saturating_add(GRACE_MS), now).await?;
+    Ok(opened <= MAX_OPEN_PER_CALLER)
+}
+
 /// Stores a new pending approval; its id.
 pub async fn create(ledger: &Ledger, mut pending: Pending, now: u64) -> Result<Pending, LedgerError> {
     let ttl = pending.expires_ms.saturating_sub(now).saturating_add(GRACE_MS);

@@ -351,6 +351,19 @@ fn from_json<U: serde::de::DeserializeOwned>(value: Value) -> Result<U, ErrorDat
         .map_err(|e| internal(format!("toolgate proxy: could not build a message: {e}"), "PROXY_ERROR"))
 }
 
+impl Rules {
+    /// A refused call's answer: for a tool the caller may not see (unknown
+    /// or hidden, `NOT_FOUND`), exactly the upstream's answer for a tool it
+    /// does not have (docs/spec.md §8), on every path a call can take;
+    /// otherwise the engine's blocked result.
+    fn refuse(&self, tool: &str, outcome: &Outcome) -> Result<ServerResult, ErrorData> {
+        if outcome.decision.code.as_deref() == Some(NOT_FOUND) {
+            return self.unknown.render(tool);
+        }
+        blocked(outcome)
+    }
+}
+
 impl UnknownTool {
     fn render(&self, name: &str) -> Result<ServerResult, ErrorData> {
         let escaped = serde_json::to_string(name).unwrap_or_default();
@@ -798,23 +811,29 @@ impl SessionState {
     /// call's progress and log notifications reach the client before its
     /// response.
     pub(crate) async fn relay_notification(self: &Arc<Self>, notification: ServerNotification) {
+        if let ServerNotification::ToolListChangedNotification(n) = notification {
+            // The rules follow the upstream's tools whether or not a client
+            // is attached to hear about it: the shared sessionless session
+            // (MCP 2026-07-28 clients) has none, and kept deciding by the
+            // tools it first read (a changed pinned tool still ran).
+            // Reloading asks the upstream for its tools, which needs the
+            // upstream's reader (this caller): done on its own task.
+            let state = self.clone();
+            tokio::spawn(async move {
+                state.reload_rules().await;
+                if let Some(peer) = state.downstream.get().cloned() {
+                    let mut n = ServerNotification::ToolListChangedNotification(n);
+                    *n.extensions_mut() = Extensions::default();
+                    let _ = peer.send_notification(n).await;
+                }
+            });
+            return;
+        }
         let Some(peer) = self.downstream.get().cloned() else {
             return;
         };
         let mut notification = match notification {
             ServerNotification::CancelledNotification(_) => return,
-            ServerNotification::ToolListChangedNotification(n) => {
-                // Reloading asks the upstream for its tools, which needs the
-                // upstream's reader (this caller): done on its own task.
-                let state = self.clone();
-                tokio::spawn(async move {
-                    state.reload_rules().await;
-                    let mut n = ServerNotification::ToolListChangedNotification(n);
-                    *n.extensions_mut() = Extensions::default();
-                    let _ = peer.send_notification(n).await;
-                });
-                return;
-            }
             ServerNotification::ProgressNotification(mut n) => {
                 let mapped = self.progress_map().get(&n.params.progress_token).cloned();
                 match mapped {
@@ -908,13 +927,9 @@ impl SessionState {
             call.record(None, taken.then_some("argument"), None, "forwarded");
             return self.forward_call(params, outcome, &ctx).await;
         }
-        if code == Some(NOT_FOUND) {
-            call.record(code, None, None, "blocked");
-            return rules.unknown.render(&call.name);
-        }
         if code != Some(CONFIRMATION_REQUIRED) {
             call.record(code, None, None, "blocked");
-            return blocked(&outcome);
+            return rules.refuse(&call.name, &outcome);
         }
         if confirm::is_stateless(&ctx.meta) {
             // MCP 2026-07-28: no server-to-client request; the person's
@@ -964,7 +979,7 @@ impl SessionState {
             .decide(call.json.as_bytes(), &caller.context_json, Confirmation::Person);
         if confirmed.forward.is_none() {
             call.record(confirmed.decision.code.as_deref(), Some("elicitation"), None, "blocked");
-            return blocked(&confirmed);
+            return rules.refuse(&call.name, &confirmed);
         }
         call.record(None, Some("elicitation"), None, "forwarded");
         self.forward_call(params, confirmed, &ctx).await
@@ -987,14 +1002,14 @@ impl SessionState {
             tracing::info!(tool = %call.name, why, "sealed confirmation refused");
             let outcome = rules.set.decide(call.json.as_bytes(), context, Confirmation::Invalid);
             call.record(outcome.decision.code.as_deref(), Some("mrtr"), None, "blocked");
-            blocked(&outcome)
+            rules.refuse(&call.name, &outcome)
         };
         match confirm::answer(params.input_responses.as_ref()) {
             confirm::Answer::Accept => {}
             confirm::Answer::Refuse => {
                 let outcome = rules.set.decide(call.json.as_bytes(), context, Confirmation::None);
                 call.record(outcome.decision.code.as_deref(), Some("declined"), None, "blocked");
-                return blocked(&outcome);
+                return rules.refuse(&call.name, &outcome);
             }
             confirm::Answer::Missing => return invalid("no answer to the gateway's input request"),
         }
@@ -1022,7 +1037,7 @@ impl SessionState {
         };
         if outcome.forward.is_none() {
             call.record(outcome.decision.code.as_deref(), Some("mrtr"), Some(&id), "blocked");
-            return blocked(&outcome);
+            return rules.refuse(&call.name, &outcome);
         }
         match sealing.ledger.redeem(&id, expires_ms, now).await {
             Ok(true) => {}
@@ -1094,6 +1109,24 @@ impl SessionState {
         };
         let now = confirm::now_ms();
         let ttl_ms = u64::try_from(self.config.sealing.ttl.as_millis()).unwrap_or(u64::MAX);
+        let arguments = params.arguments.clone().map_or(Value::Null, Value::Object);
+        // Bounded: what the pages keep is the client's to choose otherwise
+        // (approve::MAX_SHOWN_ARGUMENTS, MAX_OPEN_PER_CALLER).
+        let too_large = arguments.to_string().len() > approve::MAX_SHOWN_ARGUMENTS;
+        let refused = too_large
+            || match approve::may_open(ledger, &call.caller.subject, ttl_ms, now).await {
+                Ok(may) => !may,
+                Err(e) => return store_down(e),
+            };
+        if refused {
+            tracing::warn!(
+                tool = %call.name,
+                too_large,
+                "no approval link: the call's arguments are too large to show, or its caller has too many links open"
+            );
+            call.record(code, Some("unavailable"), None, "blocked");
+            return blocked(outcome);
+        }
         let (title, description) = rules.about.get(&call.name).cloned().unwrap_or_default();
         let pending = approve::Pending {
             id: String::new(),
@@ -1102,7 +1135,7 @@ impl SessionState {
             tool: call.name.clone(),
             title,
             description,
-            arguments: params.arguments.clone().map_or(Value::Null, Value::Object),
+            arguments,
             caller: call.caller.subject.clone(),
             surface: self.config.surface().to_owned(),
             expires_ms: now.saturating_add(ttl_ms),
@@ -1190,12 +1223,24 @@ impl SessionState {
         digest: &str,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
+        // The person approved the call as the rules it started with showed
+        // it; if the catalog was reloaded since (the URL-mode wait lasts up
+        // to `--timeout`; a pin may no longer match), the approval is not
+        // about the current tool, as after a form elicitation.
+        let current = self.rules().await?;
+        if !Arc::ptr_eq(&current, rules) {
+            call.record_approval(Some(CONFIRMATION_REQUIRED), "stale", id, digest, "blocked");
+            let outcome = current
+                .set
+                .decide(call.json.as_bytes(), &call.caller.context_json, Confirmation::None);
+            return current.refuse(&call.name, &outcome);
+        }
         let confirmed = rules
             .set
             .decide(call.json.as_bytes(), &call.caller.context_json, Confirmation::Person);
         if confirmed.forward.is_none() {
             call.record_approval(confirmed.decision.code.as_deref(), "consumed", id, digest, "blocked");
-            return blocked(&confirmed);
+            return rules.refuse(&call.name, &confirmed);
         }
         call.record_approval(None, "consumed", id, digest, "forwarded");
         self.forward_call(params, confirmed, ctx).await

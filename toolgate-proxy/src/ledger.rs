@@ -117,6 +117,9 @@ if ARGV[4] ~= '' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5]) end
 return 1
 ";
 
+/// `count_up` on Redis: INCR, then the expiry, in one step.
+const COUNT_SCRIPT: &str = "local n = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return n";
+
 /// A value also written by [`Ledger::swap`]: `key` set to `value` for
 /// `ttl_ms`.
 #[derive(Debug, Clone, Copy)]
@@ -212,6 +215,25 @@ impl Ledger {
         Ok(done == 1)
     }
 
+    /// Adds one to the count under `key` and keeps it `ttl_ms` from now;
+    /// the count after, atomically (a Lua script on Redis).
+    pub async fn count_up(&self, key: &str, ttl_ms: u64, now_ms: u64) -> Result<u64, LedgerError> {
+        if let Some(mut kv) = self.kv(now_ms) {
+            let count = kv
+                .get(key)
+                .filter(|(_, e)| *e > now_ms)
+                .and_then(|(v, _)| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                .saturating_add(1);
+            kv.insert(key.to_owned(), (count.to_string(), now_ms.saturating_add(ttl_ms)));
+            return Ok(count);
+        }
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(COUNT_SCRIPT).arg(1).arg(key).arg(ttl_ms.max(1));
+        let count: i64 = self.query(cmd).await?;
+        Ok(u64::try_from(count).unwrap_or(u64::MAX))
+    }
+
     /// Takes the value under `key` and deletes it, atomically (`GETDEL`):
     /// of several replicas asking at once, one gets it.
     pub async fn take(&self, key: &str, now_ms: u64) -> Result<Option<String>, LedgerError> {
@@ -273,6 +295,17 @@ mod tests {
         assert!(store.put_new("k", "fresh", 1_000, 2_000).await.unwrap());
     }
 
+    #[tokio::test]
+    async fn memory_counts_up_within_the_window() {
+        let store = Ledger::memory();
+        assert_eq!(store.count_up("c", 1_000, 0).await.unwrap(), 1);
+        assert_eq!(store.count_up("c", 1_000, 900).await.unwrap(), 2);
+        // Each count keeps the key another window from then.
+        assert_eq!(store.count_up("c", 1_000, 1_800).await.unwrap(), 3);
+        assert_eq!(store.count_up("other", 1_000, 1_800).await.unwrap(), 1);
+        assert_eq!(store.count_up("c", 1_000, 2_900).await.unwrap(), 1);
+    }
+
     /// The same operations on a real Redis, when `TOOLGATE_TEST_REDIS`
     /// names one (the e2e run starts one; skipped otherwise).
     #[tokio::test]
@@ -296,6 +329,10 @@ mod tests {
         assert_eq!(store.take(&also_key, 0).await.unwrap().as_deref(), Some("id"));
         assert_eq!(store.take(&also_key, 0).await.unwrap(), None);
         assert_eq!(store.take(&key, 0).await.unwrap().as_deref(), Some("v2"));
+        let count_key = format!("{key}:count");
+        assert_eq!(store.count_up(&count_key, 5_000, 0).await.unwrap(), 1);
+        assert_eq!(store.count_up(&count_key, 5_000, 0).await.unwrap(), 2);
+        assert!(store.take(&count_key, 0).await.unwrap().is_some());
     }
 
     #[test]

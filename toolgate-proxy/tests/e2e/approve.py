@@ -251,6 +251,34 @@ async def main():
                 r = await s.call_tool("write_file", largs)
                 check("...the retry is blocked", blocked_code(r) == "CONFIRMATION_REQUIRED" and not late.exists(), r)
 
+        # 3b. What the pages keep is bounded: arguments past 64 KiB, or a
+        # caller's 33rd link in a window, get no link (the engine's blocked
+        # result alone), so no client fills the gateway's memory.
+        async with await stdio_session(root, audit) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                big = root / "big.txt"
+                r = await s.call_tool("write_file", {"path": str(big), "content": "b" * (64 * 1024)})
+                check(
+                    "arguments over 64 KiB: CONFIRMATION_REQUIRED without a link",
+                    blocked_code(r) == "CONFIRMATION_REQUIRED" and link_of(r) is None,
+                    r.content[1:] if len(r.content) > 1 else r,
+                )
+                r = await s.call_tool("write_file", {"path": str(big), "content": "b" * (60 * 1024)})
+                check("...60 KiB still gets one", link_of(r) is not None, r.content[1:])
+                linked = 1
+                for i in range(40):
+                    r = await s.call_tool("write_file", {"path": str(root / f"many-{i}.txt"), "content": f"{i}\n"})
+                    if link_of(r) is None:
+                        break
+                    linked += 1
+                check(
+                    "a caller's 33rd link in a window: CONFIRMATION_REQUIRED without a link",
+                    linked == 32 and blocked_code(r) == "CONFIRMATION_REQUIRED",
+                    (linked, r),
+                )
+                check("...nothing written", not big.exists() and not (root / "many-0.txt").exists())
+
         # 4. Two replicas sharing a real redis-server.
         redis_port = free_port()
         redis = subprocess.Popen(

@@ -1573,6 +1573,68 @@ async def shadow():
 
 
 # ---------------------------------------------------------------------------
+# 8b. The upstream changes a pinned tool and says so (tools/list_changed).
+
+RELOAD_POLICY = """\
+version: 1
+defaults:
+  operation_type: transactional
+tool_policies:
+  read_note:
+    operation_type: read_only
+    pin: "{pin}"
+  redefine_read_note:
+    require_confirmation: false
+"""
+
+
+async def catalog_reload():
+    """Every session reloads its catalog on the upstream's list_changed, with
+    or without a client to tell: a 2026-07-28 client's calls go through the
+    shared sessionless session, which has none. A pinned tool whose definition
+    changed is held back from the next call on, in both protocol eras."""
+    policy = TMP / "r-policy.yaml"
+    policy.write_text(RELOAD_POLICY.format(pin="sha256:" + "0" * 64))
+    upstream = upstream_cmd(TMP / "r-probe.jsonl", TMP / "notes-r", "--redefinable")
+    probe = Gateway("reload-probe", "--policy", policy, upstream_args=upstream)
+    # --listen loads the catalog at start; a wrong pin is reported with the
+    # definition's hash, which the real policy pins.
+    said = ""
+    for _ in range(100):
+        said = probe.stderr()
+        if "PIN_MISMATCH" in said:
+            break
+        await asyncio.sleep(0.1)
+    probe.stop()
+    found = re.search(r"read_note. changed since it was pinned.*?(sha256:[0-9a-f]{64})", said)
+    check("reload: the gateway reports read_note's definition hash for a wrong pin", found, said[-600:])
+    if not found:
+        return
+    policy.write_text(RELOAD_POLICY.format(pin=found.group(1)))
+    for mode in (MODERN, "legacy"):
+        log = TMP / f"r-{mode}.jsonl"
+        gw = Gateway(f"reload-{mode}", "--policy", policy, upstream_args=upstream_cmd(log, TMP / "notes-r", "--redefinable"))
+        async with mcp_client(gw.url, mode=mode) as c:
+            r = await c.call_tool("read_note", {"name": "before"})
+            check(f"reload ({mode}): the pinned read_note runs", not r.is_error and ran(log, "read_note", name="before"), r)
+            x = await c.call_tool("redefine_read_note", {})
+            check("...the upstream redefines it", not x.is_error and ran(log, "redefine_read_note"), x)
+            held = await wait_for(lambda: "PIN_MISMATCH" in gw.stderr(), 10)
+            check("...the gateway reloads its catalog and reports PIN_MISMATCH", held, gw.stderr()[-600:])
+            absent = await c.call_tool("no_such_tool", {})
+            r = await c.call_tool("read_note", {"name": "after"})
+            check(
+                f"reload ({mode}): the changed read_note is held back, answered as an absent tool",
+                r.is_error and absent.is_error and hidden_like(r, absent, "read_note"),
+                (r, absent),
+            )
+            check("...not run on the upstream", not ran(log, "read_note", name="after"), log_entries(log)[-3:])
+            listed = tool_names(await c.list_tools())
+            check("...and not listed", "read_note" not in listed and "redefine_read_note" in listed, listed)
+        gw.stop()
+
+
+# ---------------------------------------------------------------------------
 # 9. Metrics and readiness.
 
 
@@ -1742,6 +1804,7 @@ async def main():
         await section("token introspection", introspection(auth_server))
         await section("shadow", shadow())
         await section("watch", watch())
+        await section("catalog reload", catalog_reload())
         if refetched_at:
             await section("JWKS URL: a key published later", jwks_url_later(auth_server, *b, refetched_at))
         await section("metrics", metrics())
