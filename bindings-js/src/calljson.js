@@ -60,13 +60,15 @@ export function sortedJson(value) {
 
 /**
  * The `{"name":…,"arguments":…}` call text for the engine (no `arguments`
- * key when they are undefined, as an MCP request without them).
- * @param {string} name
+ * key when they are undefined, as an MCP request without them). A name that
+ * is not a string is written as it is, for the engine to refuse.
+ * @param {unknown} name
  * @param {unknown} args
  */
 export function callJson(name, args) {
-  if (args === undefined) return `{"name":${JSON.stringify(name)}}`;
-  return `{"name":${JSON.stringify(name)},"arguments":${write(args, 1, false)}}`;
+  const nameJson = write(name, 1, false);
+  if (args === undefined) return `{"name":${nameJson}}`;
+  return `{"name":${nameJson},"arguments":${write(args, 1, false)}}`;
 }
 
 /**

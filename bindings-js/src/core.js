@@ -16,7 +16,7 @@ import { CONTRACT_VERSION } from './contract.js';
 import { FASTPATH_BY_ENV, injectTrap, kHideFromAbi } from './abi.js';
 import { checkPreparedOrigin, findingFromWit, getDefaultModule, isMeterTrap, loadEngine, now, problemOf, setDefaultModule } from './runtime.js';
 import { callBytes, contextJson, limitOption, u64, utf8Length, witConfirmation } from './inputs.js';
-import { CallOutcome, Decision, FAULT_DECISIONS, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
+import { CallOutcome, Decision, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
 import { EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
 
 // BEGIN limits: generated from component-build/src by
@@ -238,19 +238,19 @@ export class Toolgate {
    */
   evaluate(call, context) {
     const bytes = callBytes(call);
-    if (bytes.length > MAX_INPUT_BYTES) return FAULT_DECISIONS.INPUT_TOO_LARGE;
+    if (bytes.length > MAX_INPUT_BYTES) return faultDecision('INPUT_TOO_LARGE');
     const ctx = contextJson(context);
-    if (utf8Length(ctx) > MAX_INPUT_BYTES) return FAULT_DECISIONS.INPUT_TOO_LARGE;
+    if (utf8Length(ctx) > MAX_INPUT_BYTES) return faultDecision('INPUT_TOO_LARGE');
     if (this.#closed) throw new ToolgateError('CLOSED', 'this Toolgate was closed');
     let json;
     const start = now();
     try {
       json = this.#beforeCall().evaluate(bytes, ctx);
     } catch (e) {
-      return FAULT_DECISIONS[this.#fault(e)];
+      return faultDecision(this.#fault(e));
     }
     const fault = this.#afterCall(start);
-    return fault ? FAULT_DECISIONS[fault] : new Decision(json);
+    return fault ? faultDecision(fault) : new Decision(json);
   }
 
   /**

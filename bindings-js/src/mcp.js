@@ -221,7 +221,7 @@ export function guardServer(guarded, options) {
   /**
    * Decides one call through the engine's pipeline; reports the decision.
    * @param {import('./core.js').Toolgate} gate
-   * @param {string} name
+   * @param {string} name (anything else, from a malformed request, is written as it is for the engine to refuse)
    * @param {unknown} args
    * @param {import('./core.js').ContextInput} context
    * @param {any} extra
@@ -267,8 +267,11 @@ export function guardServer(guarded, options) {
   /** @param {(request: any, extra: any) => Promise<any>} inner */
   const wrapCall = (inner) => async (/** @type {any} */ request, /** @type {any} */ extra) => {
     const params = request?.params;
+    // A name that is not a string is decided too (the engine refuses the
+    // call): a handler registered under a looser schema than the SDK's, or
+    // the fallback handler, would get it undecided, and `tools[["x"]]` is
+    // `tools.x`.
     const name = params?.name;
-    if (typeof name !== 'string') return inner(request, extra); // the SDK rejects the malformed request
     let gate;
     try {
       gate = await gateNow();
@@ -276,7 +279,7 @@ export function guardServer(guarded, options) {
       return notLoaded(e);
     }
     const context = await contextOf(extra, request);
-    const outcome = decide(gate, name, params.arguments, context, extra);
+    const outcome = decide(gate, name, params?.arguments, context, extra);
     const denied = deniedResult(name, outcome);
     if (denied) return denied;
     // Allowed: the handler gets exactly the arguments the engine forwards.
@@ -364,5 +367,25 @@ export function guardServer(guarded, options) {
     }
   };
   for (const method of [LIST, CALL]) { const h = handlers.get(method); if (h) h[kGuarded] = true; }
+  // The SDK hands a request whose method has no handler of its own to
+  // `fallbackRequestHandler` (a relay serves every method there): tools/call
+  // and tools/list reaching it are decided and filtered like the others,
+  // whether it was set before guarding or after.
+  /** @type {((request: any, extra: any) => Promise<any>) | undefined} */
+  let fallback;
+  const guardFallback = (/** @type {any} */ h) => {
+    if (typeof h !== 'function') return h;
+    const call = wrapCall(h);
+    const list = wrapList(h);
+    return (/** @type {any} */ request, /** @type {any} */ extra) =>
+      request?.method === CALL ? call(request, extra) : request?.method === LIST ? list(request, extra) : h(request, extra);
+  };
+  fallback = guardFallback(server.fallbackRequestHandler);
+  Object.defineProperty(server, 'fallbackRequestHandler', {
+    configurable: true,
+    enumerable: true,
+    get: () => fallback,
+    set: (/** @type {any} */ h) => { fallback = guardFallback(h); },
+  });
   return guarded;
 }

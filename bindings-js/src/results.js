@@ -193,16 +193,8 @@ export class CallOutcome {
  * @returns {CallOutcome}
  */
 export function faultOutcome(code) {
-  return new CallOutcome(FAULT_DECISIONS[code], null, FAULT_BLOCKED[code], null);
+  return new CallOutcome(faultDecision(code), null, FAULT_BLOCKED[code], null);
 }
-
-/**
- * The host-built decisions (docs/spec.md §7), one object each, derived from the generated table.
- * @type {Readonly<Record<HostFaultCode, Decision>>}
- */
-export const FAULT_DECISIONS = Object.freeze(
-  /** @type {Record<HostFaultCode, Decision>} */ (Object.fromEntries(Object.entries(HOST_FAULTS).map(([code, bytes]) => [code, new Decision(bytes)]))),
-);
 
 /** The blocked results of the host-built decisions. @type {Readonly<Record<HostFaultCode, string>>} */
 const FAULT_BLOCKED = Object.freeze(
@@ -210,7 +202,10 @@ const FAULT_BLOCKED = Object.freeze(
 );
 
 /**
- * A host-built decision (SPEC §7) as a Decision.
+ * A host-built decision (SPEC §7) as a Decision: a new one for every fault,
+ * as for every decision the engine makes, so a caller that edits the one it
+ * was handed (an audit hook filling in `metadata.tool`) cannot change what a
+ * later call's fault says.
  * @param {HostFaultCode} code
  * @returns {Decision}
  */

@@ -197,6 +197,21 @@ test('inputs over 4 MiB get INPUT_TOO_LARGE without reaching the component', () 
   assert.equal(seed.evaluate(readCall).ok, true);
 });
 
+test('every host fault is a decision of its own: editing one handed out changes no later one', () => {
+  const pad = 'x'.repeat(MAX_INPUT_BYTES);
+  const tooLarge = `{"name":"wa_health","arguments":{"pad":"${pad}"}}`;
+  const first = seed.decide(tooLarge);
+  // What an audit hook might do to the decision it was given.
+  first.decision.value.ok = true;
+  first.decision.value.metadata.tool = 'transfer_funds';
+  for (const later of [seed.decide(tooLarge).decision, seed.evaluate(tooLarge)]) {
+    assert.notEqual(later, first.decision);
+    assert.equal(later.ok, false);
+    assert.equal(later.value.metadata.tool, null);
+    assert.equal(later.json, HOST_FAULTS.INPUT_TOO_LARGE);
+  }
+});
+
 // Host faults (SPEC §7), each injected into the real component: the deny has
 // the exact bytes of host-faults.json, list/turn throw the typed error with
 // the code, and the next ordinary call on the same object gets the known-good

@@ -9,6 +9,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolResultSchema, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { Toolgate } from '../src/index.js';
 import { guardServer } from '../src/mcp.js';
@@ -166,6 +168,45 @@ test('McpServer: hidden tool = the SDK\'s unknown-tool answer; confirmed strippe
   } finally {
     await client.close();
     await bareClient.close();
+  }
+});
+
+test('low-level Server: tools/call and tools/list that reach fallbackRequestHandler are decided and filtered, set before guarding or after', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const served = JSON.parse(plansCatalog).tools.map((/** @type {any} */ t) => ({ name: t.name, inputSchema: t.inputSchema ?? { type: 'object' } }));
+  for (const when of ['before', 'after']) {
+    /** @type {any[]} */
+    const ran = [];
+    const server = new Server({ name: 'relay', version: '1' }, { capabilities: { tools: {} } });
+    // A relay: every method is served by the fallback handler.
+    const relay = async (/** @type {any} */ request) => {
+      if (request.method === 'tools/list') return { tools: served };
+      if (request.method === 'tools/call') {
+        ran.push({ name: request.params.name, args: request.params.arguments });
+        return { content: [{ type: 'text', text: 'ran' }] };
+      }
+      throw new McpError(ErrorCode.MethodNotFound, request.method);
+    };
+    if (when === 'before') server.fallbackRequestHandler = relay;
+    guardServer(server, { gate, context: () => ({ surface: 'direct' }) });
+    if (when === 'after') server.fallbackRequestHandler = relay;
+    const client = await connect(server);
+    try {
+      assert.deepEqual((await client.listTools()).tools.map((t) => t.name), ['consultar_plano', 'listar_planos'], when);
+      const args = { customer_id: '1', new_plan_id: 'GOLD', confirmed: true };
+      const hidden = await client.callTool({ name: 'alterar_plano', arguments: args });
+      assert.equal(hidden.isError, true, when);
+      // A name that is not a string is refused by the engine, not relayed.
+      const odd = await client.request({ method: 'tools/call', params: { name: ['alterar_plano'], arguments: args } }, CallToolResultSchema);
+      assert.equal(odd.isError, true, JSON.stringify(odd));
+      assert.equal(JSON.parse(/** @type {any} */ (odd.content)[0].text).error.code, 'BAD_REQUEST');
+      assert.deepEqual(ran, [], when);
+      const read = await client.callTool({ name: 'consultar_plano', arguments: { customer_id: '1' } });
+      assert.ok(!read.isError, JSON.stringify(read));
+      assert.deepEqual(ran, [{ name: 'consultar_plano', args: { customer_id: '1' } }], when);
+    } finally {
+      await client.close();
+    }
   }
 });
 
