@@ -355,3 +355,88 @@ def test_the_pipeline_vectors_through_the_sdk_server_and_client(path: Any) -> No
                 unknown = f"Unknown tool: {case['call']['name']}"
                 assert result.isError and result.content[0].text == unknown, case["name"]
         assert next(forwarded, None) is None
+
+
+def test_each_http_request_is_decided_with_its_own_token() -> None:
+    """Streamable HTTP with bearer tokens, one stateful session: a request
+    carrying a narrower token of the same client than the one that opened the
+    session is decided with its own scopes (the SDK's context variable keeps
+    the first token's: python-sdk issue #2208)."""
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.auth.settings import AuthSettings
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    granted = {"wide": ["a:read", "b:read"], "narrow": ["a:read"]}
+
+    class Verifier:
+        async def verify_token(self, token: str) -> AccessToken | None:
+            scopes = granted.get(token)
+            # One client: the SDK serves a session only to the client that
+            # opened it, and the same client may come back with fewer scopes.
+            return None if scopes is None else AccessToken(token=token, client_id="agent", scopes=scopes)
+
+    server = FastMCP(
+        "tokens",
+        token_verifier=Verifier(),
+        auth=AuthSettings(
+            issuer_url="https://auth.example",
+            resource_server_url=f"http://127.0.0.1:{port}/mcp",
+            validate_token_resource=False,
+        ),
+    )
+    ran: list[str] = []
+
+    @server.tool()
+    def read_b() -> str:
+        """Reads b."""
+        ran.append("read_b")
+        return "b"
+
+    tool = {"name": "read_b", "effect": "read", "scopes": ["b:read"], "inputSchema": {"type": "object"}}
+    protect(server, legacy=True, catalog_text=json.dumps({"formatVersion": 1, "tools": [tool]}))
+    http = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=http.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not http.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert http.started
+
+    current = ["wide"]
+
+    class Bearer(httpx.Auth):
+        def auth_flow(self, request: httpx.Request) -> Any:
+            request.headers["Authorization"] = f"Bearer {current[0]}"
+            yield request
+
+    async def steps() -> tuple[Any, Any, Any]:
+        async with (
+            httpx.AsyncClient(auth=Bearer(), timeout=30) as http_client,
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http_client) as (read, write, _),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            wide = await client.call_tool("read_b", {})
+            current[0] = "narrow"
+            narrow = await client.call_tool("read_b", {})
+            listed = await client.list_tools()
+            return wide, narrow, listed
+
+    try:
+        wide, narrow, listed = asyncio.run(steps())
+    finally:
+        http.should_exit = True
+        thread.join(10)
+    assert not wide.isError, wide
+    assert narrow.isError and json.loads(narrow.content[0].text)["error"]["code"] == "SCOPE_DENIED", narrow
+    assert ran == ["read_b"]
+    assert [t.name for t in listed.tools] == []

@@ -99,13 +99,26 @@ def _same_arguments(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def default_context(request_context: Any = None) -> Context:
     """The confirming surface; the access token's scopes when the request was
-    authenticated (no token: no scope check)."""
-    try:
-        from mcp.server.auth.middleware.auth_context import get_access_token
+    authenticated (no token: no scope check).
 
-        token = get_access_token()
-    except Exception:  # pragma: no cover - auth extras missing
-        token = None
+    The token is the one this request carried: the user the HTTP
+    authentication middleware put in the request's own scope. The SDK's
+    ``get_access_token()`` is read only for a request without one (another
+    transport): in a stateful Streamable HTTP session its context variable
+    can still hold the token of the request that opened the session
+    (python-sdk issue #2208), and a later request with a narrower token
+    would be decided with the wider one's scopes (docs/spec.md §9)."""
+    request = getattr(request_context, "request", None)
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict) and "user" in scope:
+        token = getattr(scope["user"], "access_token", None)
+    else:
+        try:
+            from mcp.server.auth.middleware.auth_context import get_access_token
+
+            token = get_access_token()
+        except Exception:  # pragma: no cover - auth extras missing
+            token = None
     if token is None:
         return Context()
     return Context(scopes=list(token.scopes or ()))
