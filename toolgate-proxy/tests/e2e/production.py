@@ -1634,6 +1634,131 @@ async def catalog_reload():
         gw.stop()
 
 
+URL_MODE_POLICY = """\
+version: 1
+defaults:
+  operation_type: transactional
+tool_policies:
+  read_note:
+    operation_type: read_only
+  redefine_read_note:
+    require_confirmation: false
+"""
+# Logged at every load of the catalog above (the redefining tool writes
+# without confirmation): counts the loads.
+LOADED = "redefine_read_note` is transactional"
+
+
+class RawStdioClient:
+    """JSON-RPC lines to a `toolgate proxy` over stdio, as a client that
+    declares only URL-mode elicitation writes them (no SDK declares that
+    alone): responses by id, the server's requests in a queue."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.waiting = {}
+        self.requests = asyncio.Queue()
+        self.reader = asyncio.create_task(self.read())
+
+    async def read(self):
+        while line := await self.proc.stdout.readline():
+            message = json.loads(line)
+            if "method" in message and "id" in message:
+                await self.requests.put(message)
+            elif "id" in message and message["id"] in self.waiting:
+                self.waiting.pop(message["id"]).set_result(message)
+
+    async def send(self, message):
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        await self.proc.stdin.drain()
+
+    def request(self, id_, method, params):
+        answer = asyncio.get_running_loop().create_future()
+        self.waiting[id_] = answer
+        asyncio.ensure_future(self.send({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}))
+        return answer
+
+
+async def url_mode_approval():
+    """A handshake-era client that takes only URL-mode elicitation is sent the
+    approval page, and the gateway waits for the person: Approve runs the call
+    once. If the upstream changed its tools while the gateway waited, the
+    approval is not applied to the tools now in force: the call is blocked."""
+    policy = TMP / "u-policy.yaml"
+    policy.write_text(URL_MODE_POLICY)
+    for stale in (False, True):
+        label = "catalog reloaded while waiting" if stale else "catalog unchanged"
+        log = TMP / f"u-{int(stale)}.jsonl"
+        stderr_path = TMP / f"u-{int(stale)}.stderr"
+        proc = await asyncio.create_subprocess_exec(
+            PROXY,
+            "--policy",
+            str(policy),
+            "--",
+            *upstream_cmd(log, TMP / "notes-u", "--redefinable"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(stderr_path, "wb"),
+        )
+        client = RawStdioClient(proc)
+        try:
+            init = await asyncio.wait_for(
+                client.request(
+                    1,
+                    "initialize",
+                    {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"elicitation": {"url": {}}},
+                        "clientInfo": {"name": "url-only", "version": "1"},
+                    },
+                ),
+                20,
+            )
+            check(f"URL mode ({label}): initialized", "result" in init, init)
+            await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = client.request(2, "tools/call", {"name": "write_note", "arguments": {"name": "u", "text": "hello"}})
+            asked = await asyncio.wait_for(client.requests.get(), 20)
+            params = asked.get("params", {})
+            check(
+                f"URL mode ({label}): the gateway sends the approval page as a URL-mode elicitation",
+                asked.get("method") == "elicitation/create" and params.get("mode") == "url" and "/approve/" in params.get("url", ""),
+                asked,
+            )
+            if stale:
+                x = await asyncio.wait_for(client.request(3, "tools/call", {"name": "redefine_read_note", "arguments": {}}), 20)
+                check("...the upstream changes its tools meanwhile", "result" in x and ran(log, "redefine_read_note"), x)
+                reloaded = await wait_for(lambda: stderr_path.read_text(errors="replace").count(LOADED) >= 2, 10)
+                check("...and the gateway reloads its catalog", reloaded, stderr_path.read_text(errors="replace")[-600:])
+            await client.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}})
+            async with http_client() as http:
+                page = await http.get(params["url"])
+                token = re.search(r'name="token" value="([^"]+)"', page.text)
+                approved = await http.post(params["url"], data={"action": "approve", "token": token and token.group(1)})
+            check(f"URL mode ({label}): the person approves on the page", approved.status_code == 200, approved.text[-300:])
+            answer = (await asyncio.wait_for(call, 30)).get("result", {})
+            code = None
+            if answer.get("isError"):
+                try:
+                    code = json.loads(answer["content"][0]["text"])["error"]["code"]
+                except (KeyError, IndexError, ValueError):
+                    code = "unreadable"
+            if stale:
+                check(
+                    "...the approval is refused: CONFIRMATION_REQUIRED, not run",
+                    code == "CONFIRMATION_REQUIRED" and not ran(log, "write_note", name="u"),
+                    (answer, log_entries(log)[-2:]),
+                )
+            else:
+                check("...the call runs once", code is None and len(ran(log, "write_note", name="u")) == 1, answer)
+        finally:
+            client.reader.cancel()
+            proc.stdin.close()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except asyncio.TimeoutError:
+                proc.kill()
+
+
 # ---------------------------------------------------------------------------
 # 9. Metrics and readiness.
 
@@ -1805,6 +1930,7 @@ async def main():
         await section("shadow", shadow())
         await section("watch", watch())
         await section("catalog reload", catalog_reload())
+        await section("URL-mode approval", url_mode_approval())
         if refetched_at:
             await section("JWKS URL: a key published later", jwks_url_later(auth_server, *b, refetched_at))
         await section("metrics", metrics())
