@@ -16,6 +16,7 @@ import { CONTRACT_VERSION } from './contract.js';
 import { FASTPATH_BY_ENV, injectTrap, kHideFromAbi } from './abi.js';
 import { checkPreparedOrigin, findingFromWit, getDefaultModule, isMeterTrap, loadEngine, now, problemOf, setDefaultModule } from './runtime.js';
 import { callBytes, contextJson, limitOption, u64, utf8Length, witConfirmation } from './inputs.js';
+import { engineJson } from './calljson.js';
 import { CallOutcome, Decision, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
 import { EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
 
@@ -274,8 +275,11 @@ export class Toolgate {
    * @returns {TurnState}
    */
   turn(state, input) {
-    const s = typeof state === 'string' ? state : JSON.stringify(state ?? null);
-    const i = typeof input === 'string' ? input : JSON.stringify(input ?? null);
+    // Written as the engine reads calls (calljson.js): a proposed argument
+    // JSON cannot carry (Infinity, undefined, a Date) is refused by the
+    // engine, as from Python and Rust, not rewritten to null and decided.
+    const s = typeof state === 'string' ? state : engineJson(state ?? null);
+    const i = typeof input === 'string' ? input : engineJson(input ?? null);
     const ns = utf8Length(s);
     if (ns > MAX_INPUT_BYTES) throw new InputTooLargeError('state', ns, MAX_INPUT_BYTES);
     const ni = utf8Length(i);

@@ -179,6 +179,16 @@ test('turn: the state machine, state in and state out', () => {
   assert.throws(() => plans.turn('{', input), (e) => e instanceof ProblemError && e.origin === 'state');
 });
 
+test('turn: a proposed argument JSON cannot carry is refused by the engine, not rewritten to null', () => {
+  for (const odd of [Infinity, NaN, undefined, new Date(0)]) {
+    const input = { context: { surface: 'confirming' }, calls: [{ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: odd } }] };
+    assert.throws(() => plans.turn(null, input), (e) => e instanceof ProblemError, String(odd));
+  }
+  // What JSON can carry is read as before.
+  const input = { context: { surface: 'confirming' }, calls: [{ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } }] };
+  assert.equal(plans.turn(null, input).json, plans.turn(null, JSON.stringify(input)).json);
+});
+
 test('inputs over 4 MiB get INPUT_TOO_LARGE without reaching the component', () => {
   const pad = 'x'.repeat(MAX_INPUT_BYTES);
   const big = seed.evaluate(`{"name":"wa_health","arguments":{"pad":"${pad}"}}`);
