@@ -1634,16 +1634,8 @@ async def catalog_reload():
         gw.stop()
 
 
-URL_MODE_POLICY = """\
-version: 1
-defaults:
-  operation_type: transactional
-tool_policies:
-  read_note:
-    operation_type: read_only
-  redefine_read_note:
-    require_confirmation: false
-"""
+# The reload test's policy without the pin.
+URL_MODE_POLICY = RELOAD_POLICY.replace('    pin: "{pin}"\n', "")
 # Logged at every load of the catalog above (the redefining tool writes
 # without confirmation): counts the loads.
 LOADED = "redefine_read_note` is transactional"
