@@ -57,6 +57,21 @@ echo "== proxy e2e: build"
 (cd "$ROOT" && cargo build --release --locked -q --workspace --exclude policy-component --exclude toolgate-floor --all-targets)
 PROXY="$ROOT/target/release/toolgate-proxy"
 
+echo "== proxy e2e: the confirmation store's operations on a real redis-server (the ledger's unit tests, TOOLGATE_TEST_REDIS)"
+REDIS_TEST_PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$REDIS_SERVER" --port "$REDIS_TEST_PORT" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
+REDIS_TEST_PID=$!
+trap 'kill "$REDIS_TEST_PID" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$REDIS_TEST_PORT") 2>/dev/null && break
+  sleep 0.1
+done
+# Same selection as the build above: the test binaries ./test built run again, nothing is rebuilt.
+(cd "$ROOT" && TOOLGATE_TEST_REDIS="redis://127.0.0.1:$REDIS_TEST_PORT" \
+  cargo test --release --locked -q --workspace --exclude policy-component --exclude toolgate-floor --lib -- redis_)
+kill "$REDIS_TEST_PID"
+trap - EXIT
+
 echo "== proxy e2e: server-filesystem through the proxy (Python SDK client)"
 "$VENV/bin/python" "$HERE/e2e.py" "$PROXY" "$NODE" "$HERE/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 
