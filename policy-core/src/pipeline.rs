@@ -338,7 +338,7 @@ impl Rules {
 /// confirmation fields is removed, and the field the tool's schema declares
 /// (`confirmed`, else `confirmation`; `confirmed` when it declares neither,
 /// then removed before forwarding) is set to `true`.
-fn confirmed_by_person(tool: &Tool, args: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn confirmed_by_person(tool: &Tool, args: &Map<String, Value>) -> Map<String, Value> {
     let mut confirmed = without_engine_fields(args);
     let field = CONFIRMATION_FIELDS
         .into_iter()

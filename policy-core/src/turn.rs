@@ -10,6 +10,7 @@ use crate::decision::{Code, Decision, Denial};
 use crate::error::{Origin, Problem, ProblemCode};
 use crate::evaluate::{CONFIRMATION_FIELDS, call_from_value};
 use crate::json::{self, write_bool, write_str};
+use crate::pipeline::confirmed_by_person;
 use crate::policy::OperationType;
 use crate::rules::Rules;
 use serde_json::{Map, Value};
@@ -274,16 +275,23 @@ impl Rules {
         if let Some(waiting) = &state.pending {
             match input.user_confirmed {
                 Some(true) => {
-                    let mut with_confirmation = waiting.clone();
-                    with_confirmation
-                        .arguments
-                        .insert("confirmed".into(), Value::Bool(true));
+                    // Confirmed as `decide` confirms for a person, so the
+                    // call decided is the call forwarded: the field the
+                    // tool's schema declares is the one set and checked.
+                    let with_confirmation = ToolCall {
+                        name: waiting.name.clone(),
+                        arguments: match self.tool(&waiting.name) {
+                            Some(tool) => confirmed_by_person(tool, &waiting.arguments),
+                            // Unknown by now: evaluate says so.
+                            None => waiting.arguments.clone(),
+                        },
+                    };
                     let decision = self.evaluate_map(&with_confirmation, ctx);
                     confirmation_required = true;
                     confirmation_received = true;
                     slot_taken = true;
                     if decision.ok {
-                        execute.push(self.forwardable(waiting, true));
+                        execute.push(self.forwardable(&with_confirmation));
                         status = Status::Executing;
                     } else {
                         status = Status::Blocked;
@@ -313,7 +321,7 @@ impl Rules {
                 .is_some_and(|t| t.class.operation_type == OperationType::Transactional);
             if !transactional || decision.code == Some(Code::NotFound) {
                 let action = if decision.ok {
-                    execute.push(self.forwardable(&call, false));
+                    execute.push(self.forwardable(&call));
                     Action::Execute
                 } else {
                     Action::Refused
@@ -338,7 +346,7 @@ impl Rules {
             pending = None;
             confirmation_required = false;
             let action = if decision.ok {
-                execute.push(self.forwardable(&call, false));
+                execute.push(self.forwardable(&call));
                 status = Status::Executing;
                 Action::Execute
             } else if decision.code == Some(Code::ConfirmationRequired) {
@@ -409,16 +417,12 @@ impl Rules {
 
     /// The call as the server receives it: engine fields removed, and, for a
     /// confirmed call, the confirmation field the tool's schema declares.
-    fn forwardable(&self, call: &ToolCall, confirmed: bool) -> ToolCall {
-        let mut out = call.clone();
-        for f in CONFIRMATION_FIELDS {
-            out.arguments.remove(f);
-        }
-        if confirmed {
-            let strip = self.strip_fields(&call.name);
-            if let Some(field) = CONFIRMATION_FIELDS.into_iter().find(|f| !strip.contains(f)) {
-                out.arguments.insert(field.to_owned(), Value::Bool(true));
-            }
+    /// The call to forward: the arguments decided, less the engine's fields
+    /// the tool's schema does not declare (as `decide` forwards them).
+    fn forwardable(&self, decided: &ToolCall) -> ToolCall {
+        let mut out = decided.clone();
+        for f in self.strip_fields(&decided.name) {
+            out.arguments.remove(*f);
         }
         out
     }

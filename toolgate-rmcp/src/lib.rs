@@ -7,7 +7,9 @@
 //!   engine with the policy, and the tools this context may see are listed
 //!   (filtered, sorted, annotations derived), exactly as `toolgate proxy`
 //!   lists them;
-//! - `tools/call`: the engine decides first. Allowed: the server gets the
+//! - `tools/call`: the engine decides first, by the server's tools as they
+//!   are at that call (listed again for each call; the rules are loaded
+//!   again only when the catalog changed). Allowed: the server gets the
 //!   call with exactly the arguments the engine returned. A write that needs
 //!   a person: a client that declared elicitation is asked (the tool and the
 //!   exact arguments, escaped), and only its accept runs the call. Blocked:
@@ -72,6 +74,10 @@ impl std::error::Error for GuardError {
     }
 }
 
+/// Pages of a server's `tools/list` read at most: past this the server is
+/// taken to be looping.
+const MAX_PAGES: usize = 10_000;
+
 /// The rules over the catalog they were loaded with.
 #[derive(Debug)]
 struct Loaded {
@@ -127,11 +133,17 @@ impl<S: Service<RoleServer>> Guarded<S> {
         &self.inner
     }
 
-    /// The server's whole catalog, as the engine reads it.
+    /// The server's whole catalog, as the engine reads it. A server whose
+    /// pages do not end (a cursor seen before, or more than `MAX_PAGES`)
+    /// is a fault: nothing is allowed.
     async fn catalog(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
         let mut tools: Vec<Tool> = Vec::new();
         let mut cursor = None;
+        let mut seen = std::collections::HashSet::new();
         loop {
+            if seen.len() >= MAX_PAGES {
+                return Err(fault("the server's tools/list has too many pages"));
+            }
             let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(
                 PaginatedRequestParams::default().with_cursor(cursor),
             ));
@@ -141,6 +153,9 @@ impl<S: Service<RoleServer>> Guarded<S> {
             };
             tools.extend(page.tools);
             match page.next_cursor {
+                Some(next) if !seen.insert(next.clone()) => {
+                    return Err(fault("the server's tools/list repeats a cursor"));
+                }
                 Some(next) => cursor = Some(next),
                 None => break,
             }
@@ -150,9 +165,11 @@ impl<S: Service<RoleServer>> Guarded<S> {
 
     /// The rules over the server's current catalog: loaded again only when
     /// the catalog changed. A catalog that does not load allows nothing.
+    /// The catalog is read with the slot held, so an older listing cannot
+    /// replace the rules of a newer one.
     async fn rules(&self, context: &RequestContext<RoleServer>) -> Result<Arc<RuleSet>, ErrorData> {
-        let catalog = self.catalog(context).await?;
         let mut slot = self.rules.lock().await;
+        let catalog = self.catalog(context).await?;
         if let Some(loaded) = slot.as_ref()
             && loaded.catalog == catalog
         {
@@ -171,14 +188,6 @@ impl<S: Service<RoleServer>> Guarded<S> {
         Ok(set)
     }
 
-    /// The rules a call is decided by: the last loaded, or loaded now.
-    async fn rules_for_call(&self, context: &RequestContext<RoleServer>) -> Result<Arc<RuleSet>, ErrorData> {
-        if let Some(loaded) = self.rules.lock().await.as_ref() {
-            return Ok(loaded.set.clone());
-        }
-        self.rules(context).await
-    }
-
     async fn list_tools(&self, context: &RequestContext<RoleServer>) -> Result<ServerResult, ErrorData> {
         let rules = self.rules(context).await?;
         let listed = rules
@@ -194,7 +203,10 @@ impl<S: Service<RoleServer>> Guarded<S> {
         mut params: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        let rules = self.rules_for_call(&context).await?;
+        // Decided by the server's tools as they are now, not as last
+        // listed: the wrapper does not see the server's list_changed, and a
+        // tool changed or withdrawn since must not run by its old entry.
+        let rules = self.rules(&context).await?;
         let call =
             json!({ "name": params.name, "arguments": params.arguments.clone().unwrap_or_default() }).to_string();
         let first = if self.trust_model_confirmation {

@@ -32,6 +32,8 @@ tool_policies:
 #[derive(Clone, Default, Debug)]
 struct Notes {
     ran: Arc<Mutex<Vec<(String, Value)>>>,
+    /// read_note taken off the list (the server changed its tools).
+    withdrawn: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn tool(name: &str, read_only: bool) -> Tool {
@@ -55,11 +57,14 @@ impl rmcp::ServerHandler for Notes {
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + Send + '_ {
         async move {
-            let all = [
+            let all: Vec<Tool> = [
                 tool("read_note", true),
                 tool("write_note", false),
                 tool("admin_reset", false),
-            ];
+            ]
+            .into_iter()
+            .filter(|t| t.name != "read_note" || !self.withdrawn.load(std::sync::atomic::Ordering::SeqCst))
+            .collect();
             let start: usize = request.and_then(|r| r.cursor).map_or(0, |c| c.parse().unwrap());
             let mut page = ListToolsResult::with_all_items(all.iter().skip(start).take(2).cloned().collect());
             if start + 2 < all.len() {
@@ -315,4 +320,30 @@ async fn malformed_and_notification_calls_never_reach_the_server() {
         server.ran.lock().unwrap().clone(),
         vec![("write_note".to_owned(), json!({"text": "x"}))]
     );
+}
+
+/// A tool the server withdrew after the client listed its tools is not run
+/// by its old entry: every call is decided by the server's tools as they
+/// are then.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_is_decided_by_the_servers_tools_as_they_are_at_that_call() {
+    let server = Notes::default();
+    let client = serve(server.clone(), Context::default(), ()).await;
+    let listed = client.list_all_tools().await.unwrap();
+    assert!(listed.iter().any(|t| t.name == "read_note"));
+    let call = || CallToolRequestParams::new("read_note").with_arguments(arguments(json!({"text": "a"})));
+    let read = client.call_tool(call()).await.unwrap();
+    assert_eq!(code(&read), None);
+
+    server.withdrawn.store(true, std::sync::atomic::Ordering::SeqCst);
+    // No tools/list in between.
+    let after = client.call_tool(call()).await.unwrap_err().to_string();
+    let absent = client
+        .call_tool(CallToolRequestParams::new("no_such_tool"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(after.replace("read_note", "X"), absent.replace("no_such_tool", "X"));
+    assert_eq!(server.ran.lock().unwrap().len(), 1);
+    client.cancel().await.unwrap();
 }
