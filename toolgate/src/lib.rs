@@ -670,10 +670,16 @@ impl Engine {
     /// directory. Returns the file written.
     pub fn precompile_into(dir: &std::path::Path) -> Result<std::path::PathBuf, Error> {
         let path = dir.join(Engine::native_code_file_name()?);
-        let bytes = Engine::precompile()?;
-        write_atomically(&path, &bytes)
-            .map_err(|e| Error::Component(format!("cannot write {}: {e}", path.display())))?;
+        Engine::precompile_to(&path)?;
         Ok(path)
+    }
+
+    /// [`Engine::precompile`] written to `path` whole or not at all (a new
+    /// file renamed over it): a host that has the old file mapped
+    /// ([`Engine::from_precompiled_file`]) keeps reading the old code.
+    pub fn precompile_to(path: &std::path::Path) -> Result<(), Error> {
+        let bytes = Engine::precompile()?;
+        write_atomically(path, &bytes).map_err(|e| Error::Component(format!("cannot write {}: {e}", path.display())))
     }
 
     /// Compiles a component (seconds for this one on a small machine; see
@@ -832,16 +838,29 @@ fn component_digest() -> u64 {
     })
 }
 
-/// Whether `code` beside the executable `exe` came with it: on Unix, owned
-/// by the executable's owner and not writable by everyone. Native code runs
-/// unchecked, so a binary in a shared directory (a sticky `/tmp`, where
-/// anyone may add a file but not replace another's) must not load code
-/// another user put beside it; refused code means compiling.
+/// Whether `code` beside the executable `exe` came with it: on Unix, a
+/// regular file (not a link) owned by the executable's owner and not
+/// writable by everyone, in a folder where no one else can swap it (not
+/// writable by everyone, or sticky). Native code runs unchecked, so a binary
+/// in a shared directory (a sticky `/tmp`, where anyone may add a file but
+/// not replace another's) must not load code another user put beside it,
+/// nor follow a link whose owner can point it elsewhere between this check
+/// and the load; refused code means compiling.
 #[cfg(unix)]
 fn shipped_with(exe: &std::path::Path, code: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(exe), std::fs::metadata(code)) {
-        (Ok(exe), Ok(code)) => code.is_file() && code.uid() == exe.uid() && code.mode() & 0o002 == 0,
+    let dir = code.parent().unwrap_or(std::path::Path::new("."));
+    match (
+        std::fs::metadata(exe),
+        std::fs::symlink_metadata(code),
+        std::fs::metadata(dir),
+    ) {
+        (Ok(exe), Ok(code), Ok(dir)) => {
+            code.file_type().is_file()
+                && code.uid() == exe.uid()
+                && code.mode() & 0o002 == 0
+                && (dir.mode() & 0o002 == 0 || dir.mode() & 0o1000 != 0)
+        }
         _ => false,
     }
 }
@@ -1175,6 +1194,34 @@ impl RuleSet {
 #[cfg(test)]
 mod tests {
     use super::Decision;
+
+    /// Code beside the executable is taken only as a regular file of the
+    /// executable's owner, not writable by others, in a folder no one else
+    /// can swap it in: never through a link.
+    #[cfg(unix)]
+    #[test]
+    fn shipped_code_is_a_regular_file_and_never_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("toolgate-shipped-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = dir.join("toolgate");
+        let code = dir.join("code.cwasm");
+        std::fs::write(&exe, b"exe").unwrap();
+        std::fs::write(&code, b"code").unwrap();
+        assert!(super::shipped_with(&exe, &code));
+        let link = dir.join("link.cwasm");
+        std::os::unix::fs::symlink(&code, &link).unwrap();
+        assert!(!super::shipped_with(&exe, &link));
+        std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(!super::shipped_with(&exe, &code));
+        std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(!super::shipped_with(&exe, &code));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(super::shipped_with(&exe, &code));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// The limiter's view after a growth of `desired` bytes under a 1 MiB cap.
     fn grown(state: &mut super::HostState, desired: usize) {

@@ -242,7 +242,9 @@ fn starter_policy(server: &str, tools: &[Classified]) -> String {
             tool.effect,
             why(&tool.source)
         );
-        let write = tool.operation_type == "transactional";
+        // Anything but a known read (a probe that faulted has no
+        // classification) is written as a write that needs confirmation.
+        let write = tool.operation_type != "read_only";
         let _ = writeln!(
             out,
             "    operation_type: {}",

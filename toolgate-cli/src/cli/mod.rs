@@ -313,8 +313,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Precompile { out } => {
             let written = match out {
                 Some(file) if !file.is_dir() => {
-                    let bytes = Engine::precompile()?;
-                    std::fs::write(&file, bytes).with_context(|| file.display().to_string())?;
+                    Engine::precompile_to(&file)?;
                     file
                 }
                 Some(dir) => Engine::precompile_into(&dir)?,
