@@ -130,7 +130,8 @@ pub const MAX_OPEN_PER_CALLER: u64 = 32;
 const OPENED_PREFIX: &str = "toolgate:approval-opened:";
 
 /// Whether `caller` may open another approval link now; counts it when so.
-/// The count lasts a record's life from the last link opened.
+/// The count lasts a record's life from the first link of its window, so a
+/// caller past the limit gets links again once that window ends.
 pub async fn may_open(ledger: &Ledger, caller: &str, ttl_ms: u64, now: u64) -> Result<bool, LedgerError> {
     let key = format!("{OPENED_PREFIX}{}", &sha256_hex(caller)[..32]);
     let opened = ledger.count_up(&key, ttl_ms.saturating_add(GRACE_MS), now).await?;

@@ -117,8 +117,10 @@ if ARGV[4] ~= '' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5]) end
 return 1
 ";
 
-/// `count_up` on Redis: INCR, then the expiry, in one step.
-const COUNT_SCRIPT: &str = "local n = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return n";
+/// `count_up` on Redis: INCR, and the expiry when the count starts, in one
+/// step.
+const COUNT_SCRIPT: &str =
+    "local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n";
 
 /// A value also written by [`Ledger::swap`]: `key` set to `value` for
 /// `ttl_ms`.
@@ -215,17 +217,18 @@ impl Ledger {
         Ok(done == 1)
     }
 
-    /// Adds one to the count under `key` and keeps it `ttl_ms` from now;
-    /// the count after, atomically (a Lua script on Redis).
+    /// Adds one to the count under `key`, a count that starts at its first
+    /// step and lasts `ttl_ms` from then (a fixed window: steps do not
+    /// extend it); the count after, atomically (a Lua script on Redis).
     pub async fn count_up(&self, key: &str, ttl_ms: u64, now_ms: u64) -> Result<u64, LedgerError> {
         if let Some(mut kv) = self.kv(now_ms) {
-            let count = kv
+            let (count, expires) = kv
                 .get(key)
                 .filter(|(_, e)| *e > now_ms)
-                .and_then(|(v, _)| v.parse::<u64>().ok())
-                .unwrap_or(0)
-                .saturating_add(1);
-            kv.insert(key.to_owned(), (count.to_string(), now_ms.saturating_add(ttl_ms)));
+                .and_then(|(v, e)| Some((v.parse::<u64>().ok()?, *e)))
+                .unwrap_or((0, now_ms.saturating_add(ttl_ms)));
+            let count = count.saturating_add(1);
+            kv.insert(key.to_owned(), (count.to_string(), expires));
             return Ok(count);
         }
         let mut cmd = redis::cmd("EVAL");
@@ -300,10 +303,11 @@ mod tests {
         let store = Ledger::memory();
         assert_eq!(store.count_up("c", 1_000, 0).await.unwrap(), 1);
         assert_eq!(store.count_up("c", 1_000, 900).await.unwrap(), 2);
-        // Each count keeps the key another window from then.
-        assert_eq!(store.count_up("c", 1_000, 1_800).await.unwrap(), 3);
-        assert_eq!(store.count_up("other", 1_000, 1_800).await.unwrap(), 1);
-        assert_eq!(store.count_up("c", 1_000, 2_900).await.unwrap(), 1);
+        assert_eq!(store.count_up("other", 1_000, 900).await.unwrap(), 1);
+        // The window is fixed at the first step: a step does not extend it.
+        assert_eq!(store.count_up("c", 1_000, 1_000).await.unwrap(), 1);
+        assert_eq!(store.count_up("c", 1_000, 1_999).await.unwrap(), 2);
+        assert_eq!(store.count_up("c", 1_000, 2_000).await.unwrap(), 1);
     }
 
     /// The same operations on a real Redis, when `TOOLGATE_TEST_REDIS`
