@@ -137,6 +137,21 @@ async fn serve<C: rmcp::ClientHandler>(server: Notes, context: Context, client: 
     client.serve(ours).await.unwrap()
 }
 
+/// The error a call gets, its tool's name written `X`: a hidden, a withdrawn
+/// and an absent tool must be refused alike.
+async fn refusal<C: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, C>,
+    params: CallToolRequestParams,
+) -> String {
+    let name = params.name.to_string();
+    client
+        .call_tool(params)
+        .await
+        .unwrap_err()
+        .to_string()
+        .replace(&name, "X")
+}
+
 fn arguments(value: Value) -> Map<String, Value> {
     value.as_object().unwrap().clone()
 }
@@ -186,17 +201,9 @@ async fn a_client_that_cannot_be_asked_gets_the_engines_answers_and_nothing_unco
     assert_eq!(code(&write).as_deref(), Some("CONFIRMATION_REQUIRED"));
 
     // Hidden and absent tools: the same error, and neither runs.
-    let hidden = client
-        .call_tool(CallToolRequestParams::new("admin_reset"))
-        .await
-        .unwrap_err()
-        .to_string();
-    let absent = client
-        .call_tool(CallToolRequestParams::new("no_such_tool"))
-        .await
-        .unwrap_err()
-        .to_string();
-    assert_eq!(hidden.replace("admin_reset", "X"), absent.replace("no_such_tool", "X"));
+    let hidden = refusal(&client, CallToolRequestParams::new("admin_reset")).await;
+    let absent = refusal(&client, CallToolRequestParams::new("no_such_tool")).await;
+    assert_eq!(hidden, absent);
 
     let ran = server.ran.lock().unwrap().clone();
     assert_eq!(ran, vec![("read_note".to_owned(), json!({"text": "a"}))]);
@@ -337,13 +344,9 @@ async fn a_call_is_decided_by_the_servers_tools_as_they_are_at_that_call() {
 
     server.withdrawn.store(true, std::sync::atomic::Ordering::SeqCst);
     // No tools/list in between.
-    let after = client.call_tool(call()).await.unwrap_err().to_string();
-    let absent = client
-        .call_tool(CallToolRequestParams::new("no_such_tool"))
-        .await
-        .unwrap_err()
-        .to_string();
-    assert_eq!(after.replace("read_note", "X"), absent.replace("no_such_tool", "X"));
+    let after = refusal(&client, call()).await;
+    let absent = refusal(&client, CallToolRequestParams::new("no_such_tool")).await;
+    assert_eq!(after, absent);
     assert_eq!(server.ran.lock().unwrap().len(), 1);
     client.cancel().await.unwrap();
 }
