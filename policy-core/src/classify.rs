@@ -43,7 +43,9 @@ pub struct Classification {
 /// What the catalog (a server, possibly untrusted) says about a tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CatalogHint {
-    /// A non-read effect, `readOnlyHint: false` or `destructiveHint: true`;
+    /// A non-read effect, `readOnlyHint: false`, `destructiveHint: true`, or
+    /// a hint MCP gives meaning only for tools that write
+    /// (`destructiveHint`, `idempotentHint`) without `readOnlyHint: true`;
     /// carries the finer effect when the catalog names one.
     Writes(Option<String>),
     ReadOnly,
@@ -53,7 +55,15 @@ pub enum CatalogHint {
 pub fn catalog_hint(tool: &CatalogTool) -> CatalogHint {
     let finer = tool.effect.as_deref().filter(|e| *e != READ_EFFECT);
     let annotations = tool.annotations.as_ref();
-    let hint_writes = annotations.is_some_and(|a| a.read_only_hint == Some(false) || a.destructive_hint == Some(true));
+    // MCP's `destructiveHint` and `idempotentHint` are "meaningful only when
+    // readOnlyHint == false", and `readOnlyHint` defaults to false: a server
+    // that gives either without `readOnlyHint: true` describes a write
+    // (`destructiveHint: false` is "only additive updates").
+    let write_only_hints = |a: &crate::catalog::Annotations| {
+        a.read_only_hint != Some(true) && (a.destructive_hint.is_some() || a.other.contains_key("idempotentHint"))
+    };
+    let hint_writes = annotations
+        .is_some_and(|a| a.read_only_hint == Some(false) || a.destructive_hint == Some(true) || write_only_hints(a));
     if finer.is_some() || hint_writes {
         return CatalogHint::Writes(finer.map(str::to_owned));
     }

@@ -737,16 +737,18 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         auth,
         ..
     } = served;
+    let sessions = Arc::new(LocalSessionManager::default());
     let gate = Arc::new(GateState {
         relay: config.relay.clone(),
         report: drop_report(),
         in_flight: Arc::default(),
+        owners: Arc::new(crate::owners::Owners::new(sessions.clone())),
     });
     let pages = with_pages.then(|| approve_router(&config, local, public));
     let metrics = config.metrics.clone();
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
     );
     let mut router = axum::Router::new()

@@ -902,9 +902,17 @@ impl SessionState {
         if confirm::is_stateless(&ctx.meta) && (params.request_state.is_some() || params.input_responses.is_some()) {
             return self.sealed_retry(params, &rules, call, &ctx).await;
         }
+        let stateless = confirm::is_stateless(&ctx.meta);
+        let modes = ctx.peer.supported_elicitation_modes();
+        let can_ask = if stateless {
+            confirm::declares_form_elicitation(&ctx.meta)
+        } else {
+            modes.contains(&rmcp::service::ElicitationMode::Form)
+        };
         // The model's own `confirmed: true` counts only where the operator
-        // said so; the engine removes it otherwise (docs/spec.md §8).
-        let unasked = if self.config.trust_model_confirmation {
+        // said so and the person cannot be asked in the protocol; the engine
+        // removes it otherwise (docs/spec.md §8).
+        let unasked = if self.config.trust_model_confirmation && !can_ask {
             Confirmation::Argument
         } else {
             Confirmation::None
@@ -931,10 +939,10 @@ impl SessionState {
             call.record(code, None, None, "blocked");
             return rules.refuse(&call.name, &outcome);
         }
-        if confirm::is_stateless(&ctx.meta) {
+        if stateless {
             // MCP 2026-07-28: no server-to-client request; the person's
             // answer comes back with the retried call, sealed to it.
-            if !confirm::declares_form_elicitation(&ctx.meta) {
+            if !can_ask {
                 // No way to ask in the protocol: a link to the approval page.
                 return self.approval(params, &rules, &call, &outcome, &ctx, false).await;
             }
@@ -946,8 +954,7 @@ impl SessionState {
             call.record(code, Some("mrtr"), Some(&id), "input_required");
             return Ok(ServerResult::InputRequiredResult(result));
         }
-        let modes = ctx.peer.supported_elicitation_modes();
-        if !modes.contains(&rmcp::service::ElicitationMode::Form) {
+        if !can_ask {
             // The approval page: sent as a URL-mode elicitation where the
             // client takes those, else only as a link in the result.
             let url_mode = modes.contains(&rmcp::service::ElicitationMode::Url);

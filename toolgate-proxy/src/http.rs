@@ -12,7 +12,9 @@ use rmcp::model::JsonRpcMessage;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::auth::Caller;
 use crate::gate::{self, Admission, MAX_MESSAGE_BYTES, RelayList};
+use crate::owners::{Access, Owners};
 use crate::stdio::DropReport;
 
 #[derive(Clone)]
@@ -22,6 +24,8 @@ pub struct GateState {
     /// (session, request id) of the requests whose response is still being
     /// sent: a second request with the same id in the same session is refused.
     pub in_flight: Arc<Mutex<HashSet<(String, String)>>>,
+    /// Who opened each session: another caller naming it is refused.
+    pub owners: Arc<Owners>,
 }
 
 /// Frees a request's id when its response body is done (or dropped).
@@ -114,9 +118,46 @@ pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response {
         .into_response()
 }
 
+/// What the session layer answers for a session it does not know; a
+/// session another caller opened gets the same, so its existence is not told.
+fn no_such_session() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "Not Found: Session not found",
+    )
+        .into_response()
+}
+
+fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
 pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: Next) -> Response {
+    // The auth layer runs first; without `--auth` every caller is "".
+    let subject = request
+        .extensions()
+        .get::<Arc<Caller>>()
+        .map(|caller| caller.subject.clone())
+        .unwrap_or_default();
+    let session = session_of(request.headers());
+    if let Some(session) = &session
+        && state.owners.access(session, &subject) == Access::Foreign
+    {
+        tracing::info!(subject, "a request named a session another caller opened: refused");
+        return answer_after_body(request.into_body(), no_such_session()).await;
+    }
     if request.method() == Method::DELETE {
-        return session_closed(next.run(request).await);
+        let response = session_closed(next.run(request).await);
+        if let Some(session) = &session
+            && response.status().is_success()
+        {
+            state.owners.closed(session);
+        }
+        return response;
     }
     if request.method() != Method::POST {
         return next.run(request).await;
@@ -137,12 +178,7 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         Admission::Admit(message) => {
             // Ids are per session; a request without a session (initialize)
             // is not tracked: clients starting at once may share an id.
-            let session = parts
-                .headers
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let release = match (&*message, session) {
+            let release = match (&*message, session.clone()) {
                 (JsonRpcMessage::Request(r), Some(session)) => {
                     let key = (session, r.id.to_string());
                     let fresh = state
@@ -166,6 +202,11 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
             let response = next
                 .run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
                 .await;
+            if session.is_none()
+                && let Some(opened) = session_of(response.headers())
+            {
+                state.owners.opened(&opened, &subject).await;
+            }
             match release {
                 None => response,
                 // The id is free once the response (a JSON body or an SSE

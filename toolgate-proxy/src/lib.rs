@@ -26,6 +26,7 @@ pub mod ledger;
 pub mod metrics;
 mod ordered;
 pub mod outbound;
+mod owners;
 pub mod policy;
 pub mod seal;
 pub mod stdio;

@@ -94,6 +94,7 @@ pub struct Guarded<S> {
     context: String,
     trust_model_confirmation: bool,
     ask_timeout: Duration,
+    list_timeout: Duration,
     rules: tokio::sync::Mutex<Option<Loaded>>,
 }
 
@@ -111,6 +112,7 @@ impl<S: Service<RoleServer>> Guarded<S> {
             context: context.to_json(),
             trust_model_confirmation: false,
             ask_timeout: Duration::from_secs(300),
+            list_timeout: Duration::from_secs(30),
             rules: tokio::sync::Mutex::default(),
         })
     }
@@ -125,6 +127,15 @@ impl<S: Service<RoleServer>> Guarded<S> {
     /// How long a person has to answer a confirmation (default 300 s).
     pub fn ask_timeout(mut self, timeout: Duration) -> Guarded<S> {
         self.ask_timeout = timeout;
+        self
+    }
+
+    /// How long the wrapped server has to list its tools (default 30 s).
+    /// Every call and listing reads the server's tools with the rules' slot
+    /// held, so a listing that never ends would hold every later call too;
+    /// past this it is a fault and the call is refused.
+    pub fn list_timeout(mut self, timeout: Duration) -> Guarded<S> {
+        self.list_timeout = timeout;
         self
     }
 
@@ -169,7 +180,9 @@ impl<S: Service<RoleServer>> Guarded<S> {
     /// replace the rules of a newer one.
     async fn rules(&self, context: &RequestContext<RoleServer>) -> Result<Arc<RuleSet>, ErrorData> {
         let mut slot = self.rules.lock().await;
-        let catalog = self.catalog(context).await?;
+        let catalog = tokio::time::timeout(self.list_timeout, self.catalog(context))
+            .await
+            .map_err(|_| fault("the server did not list its tools in time; no call is allowed"))??;
         if let Some(loaded) = slot.as_ref()
             && loaded.catalog == catalog
         {
@@ -209,7 +222,10 @@ impl<S: Service<RoleServer>> Guarded<S> {
         let rules = self.rules(&context).await?;
         let call =
             json!({ "name": params.name, "arguments": params.arguments.clone().unwrap_or_default() }).to_string();
-        let first = if self.trust_model_confirmation {
+        // The model's own word counts only where the person cannot be asked
+        // (docs/spec.md §8).
+        let asks = self.asks(&context);
+        let first = if self.trust_model_confirmation && !asks {
             Confirmation::Argument
         } else {
             Confirmation::None
@@ -217,7 +233,7 @@ impl<S: Service<RoleServer>> Guarded<S> {
         let mut outcome = rules.decide(call.as_bytes(), &self.context, first);
         if outcome.forward.is_none()
             && outcome.decision.code.as_deref() == Some("CONFIRMATION_REQUIRED")
-            && self.asks(&context)
+            && asks
             && self.ask(&context, &params.name, params.arguments.as_ref()).await
         {
             outcome = rules.decide(call.as_bytes(), &self.context, Confirmation::Person);

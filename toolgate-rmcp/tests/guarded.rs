@@ -34,6 +34,8 @@ struct Notes {
     ran: Arc<Mutex<Vec<(String, Value)>>>,
     /// read_note taken off the list (the server changed its tools).
     withdrawn: Arc<std::sync::atomic::AtomicBool>,
+    /// tools/list never answers.
+    stalled: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn tool(name: &str, read_only: bool) -> Tool {
@@ -57,6 +59,9 @@ impl rmcp::ServerHandler for Notes {
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + Send + '_ {
         async move {
+            if self.stalled.load(std::sync::atomic::Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
             let all: Vec<Tool> = [
                 tool("read_note", true),
                 tool("write_note", false),
@@ -126,8 +131,17 @@ impl rmcp::ClientHandler for Person {
 }
 
 async fn serve<C: rmcp::ClientHandler>(server: Notes, context: Context, client: C) -> RunningService<RoleClient, C> {
+    serve_guarded(server, context, client, |guarded| guarded).await
+}
+
+async fn serve_guarded<C: rmcp::ClientHandler>(
+    server: Notes,
+    context: Context,
+    client: C,
+    configure: impl FnOnce(Guarded<Notes>) -> Guarded<Notes>,
+) -> RunningService<RoleClient, C> {
     let engine = Engine::cached().unwrap();
-    let guarded = Guarded::new(server, engine, Some(POLICY), context).unwrap();
+    let guarded = configure(Guarded::new(server, engine, Some(POLICY), context).unwrap());
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     tokio::spawn(async move {
         if let Ok(running) = guarded.serve(theirs).await {
@@ -348,5 +362,57 @@ async fn a_call_is_decided_by_the_servers_tools_as_they_are_at_that_call() {
     let absent = refusal(&client, CallToolRequestParams::new("no_such_tool")).await;
     assert_eq!(after, absent);
     assert_eq!(server.ran.lock().unwrap().len(), 1);
+    client.cancel().await.unwrap();
+}
+
+/// A server whose tools/list never answers is a fault for the call waiting
+/// on it, not a call that hangs (holding every later one) or runs; once it
+/// lists again, calls are decided again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_does_not_list_its_tools_in_time_runs_nothing() {
+    let server = Notes::default();
+    let client = serve_guarded(server.clone(), Context::default(), (), |guarded| {
+        guarded.list_timeout(std::time::Duration::from_millis(300))
+    })
+    .await;
+    let call = || CallToolRequestParams::new("read_note").with_arguments(arguments(json!({"text": "a"})));
+
+    server.stalled.store(true, std::sync::atomic::Ordering::SeqCst);
+    let stalled = client.call_tool(call()).await.unwrap_err().to_string();
+    assert!(stalled.contains("did not list its tools in time"), "{stalled}");
+    let listing = client.list_all_tools().await.unwrap_err().to_string();
+    assert!(listing.contains("did not list its tools in time"), "{listing}");
+    assert!(server.ran.lock().unwrap().is_empty());
+
+    server.stalled.store(false, std::sync::atomic::Ordering::SeqCst);
+    let read = client.call_tool(call()).await.unwrap();
+    assert_eq!(code(&read), None);
+    assert_eq!(server.ran.lock().unwrap().len(), 1);
+    client.cancel().await.unwrap();
+}
+
+/// Trusting the model's `confirmed: true` is for clients that cannot be
+/// asked: a client that elicits is asked all the same, and a no stands.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_models_word_is_not_taken_where_the_person_can_be_asked() {
+    let server = Notes::default();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let no = Person {
+        answer: ElicitationAction::Decline,
+        asked: asked.clone(),
+    };
+    let client = serve_guarded(server.clone(), Context::default(), no, |guarded| {
+        guarded.trust_model_confirmation(true)
+    })
+    .await;
+    let write = client
+        .call_tool(
+            CallToolRequestParams::new("write_note").with_arguments(arguments(json!({"text": "c", "confirmed": true}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code(&write).as_deref(), Some("CONFIRMATION_REQUIRED"));
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    assert!(server.ran.lock().unwrap().is_empty());
     client.cancel().await.unwrap();
 }

@@ -249,6 +249,18 @@ async def main():
     check("elicitation declined: blocked CONFIRMATION_REQUIRED", r.isError and code == "CONFIRMATION_REQUIRED", r)
     check("elicitation declined: the person was asked despite confirmed: true", len(asked) == 1)
     check("elicitation declined: no file", not declined.exists())
+    # --trust-model-confirmation is for clients that cannot be asked: one that
+    # can is asked all the same, and its person's no stands.
+    asked.clear()
+    r = await with_session(
+        proxy_params(root, "--audit", str(audit), "--trust-model-confirmation"), write_declined, elicit=decline
+    )
+    check(
+        "with --trust-model-confirmation a client that elicits is still asked: declined, blocked",
+        blocked_code(r) == "CONFIRMATION_REQUIRED" and len(asked) == 1,
+        (r, asked),
+    )
+    check("...no file", not declined.exists())
 
     # 5. Unknown and hidden tools answer alike.
     async def unknown_and_hidden(s):

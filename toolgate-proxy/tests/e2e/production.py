@@ -479,6 +479,57 @@ def write_atomically(path, text):
 # HTTP and MCP helpers
 
 
+async def session_owner(gw, alice, bob):
+    legacy = "2025-06-18"
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": legacy, "capabilities": {}, "clientInfo": {"name": "alice", "version": "0"}},
+    }
+    async with http_client() as http:
+        r = await http.post(gw.url, json=initialize, headers={**base, "Authorization": f"Bearer {alice}"})
+        session = r.headers.get("mcp-session-id")
+        check("alice opens a handshake-era session", r.status_code == 200 and session, (r.status_code, r.text[:300]))
+        if not session:
+            return
+
+        def on(tok, **extra):
+            return {
+                **base,
+                "Authorization": f"Bearer {tok}",
+                "Mcp-Session-Id": session,
+                "MCP-Protocol-Version": legacy,
+                **extra,
+            }
+
+        await http.post(gw.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=on(alice))
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        r_bob = await http.post(gw.url, json=listing, headers=on(bob))
+        check("bob's tools/list on alice's session: 404", r_bob.status_code == 404, (r_bob.status_code, r_bob.text[:300]))
+        try:
+            # Allowed, this would be her event stream, which never ends.
+            g_bob = await asyncio.wait_for(
+                http.get(gw.url, headers=on(bob, Accept="text/event-stream", **{"Last-Event-ID": "0/0"})), 5
+            )
+            resumed = g_bob.status_code
+        except (TimeoutError, asyncio.TimeoutError):
+            resumed = "an open stream"
+        check("bob's GET (resume) on alice's session: 404", resumed == 404, resumed)
+        d_bob = await http.delete(gw.url, headers=on(bob))
+        check("bob's DELETE of alice's session: 404", d_bob.status_code == 404, d_bob.status_code)
+        r_alice = await http.post(gw.url, json=listing, headers=on(alice))
+        message = rpc_message(r_alice)
+        check(
+            "...and alice's session still answers her",
+            r_alice.status_code == 200 and "tools" in message.get("result", {}),
+            (r_alice.status_code, r_alice.text[:300]),
+        )
+        d_alice = await http.delete(gw.url, headers=on(alice))
+        check("alice closes her own session", d_alice.status_code == 200, d_alice.status_code)
+
+
 def http_client(**kw):
     return httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60), trust_env=False, **kw)
 
@@ -851,6 +902,11 @@ async def inbound_auth(auth_server):
     check("...not run on the upstream", not ran(log, "admin_reset", reason="alice-tries"))
     check("bob's admin_reset: runs", blocked_code(r_bob) is None and not r_bob.is_error, r_bob)
     check("...run once on the upstream", len(ran(log, "admin_reset", reason="bob-resets")) == 1, log_entries(log)[-3:])
+
+    # A handshake-era session is its opener's: bob, with a good token and
+    # alice's Mcp-Session-Id, can neither resume her stream (and read her
+    # results or her confirmation prompts), nor post on it, nor close it.
+    await session_owner(gw, alice, bob)
 
     # The caller in the confirmation seal: alice's sealed write is not bob's.
     async def accept(_ctx, _params):
