@@ -51,6 +51,9 @@ const ALGORITHMS: [Algorithm; 9] = [
     Algorithm::EdDSA,
 ];
 
+/// The `typ` headers an access token may carry (when it carries one).
+const ACCESS_TOKEN_TYPES: [&str; 3] = ["JWT", "at+jwt", "application/at+jwt"];
+
 /// Where the issuer's public keys come from.
 #[derive(Debug, Clone)]
 pub enum JwksSource {
@@ -224,6 +227,7 @@ pub struct Authenticator {
     base: Context,
     /// Refusals are counted here.
     metrics: Arc<crate::metrics::Metrics>,
+    jwks_max_age: Duration,
     /// Tokens already checked, until they expire: a client sends the same
     /// token on every request of a session, and checking a signature costs
     /// 100-200 µs (an introspection, a round trip). Emptied whenever the
@@ -274,6 +278,9 @@ pub struct AuthSettings {
     pub metadata_url: String,
     pub base: Context,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// `--auth jwt`: how old the key set in hand may be before a request
+    /// fetches it again (a key the issuer withdrew stops vouching then).
+    pub jwks_max_age: Duration,
 }
 
 impl Authenticator {
@@ -305,6 +312,7 @@ impl Authenticator {
             metadata_url: settings.metadata_url,
             base: settings.base,
             metrics: settings.metrics,
+            jwks_max_age: settings.jwks_max_age,
             verified: std::sync::Mutex::default(),
         })
     }
@@ -313,6 +321,10 @@ impl Authenticator {
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, Refusal> {
         let token = bearer(authorization)?;
         let now = unix_now();
+        // Before the cache: a refetch that drops a key empties it.
+        if let Check::Jwt(jwt) = &self.check {
+            self.refetch_if_older(jwt, self.jwks_max_age, false).await;
+        }
         if let Some(caller) = self.already_verified(token, now) {
             return Ok(caller);
         }
@@ -341,10 +353,18 @@ impl Authenticator {
         if !ALGORITHMS.contains(&header.alg) {
             return Err(invalid(format!("algorithm {:?} is not accepted", header.alg)));
         }
+        // An ID token (or a logout token…) that happens to carry this
+        // resource as its audience is not an access token (RFC 9068 §4:
+        // `at+jwt`; many issuers write `JWT`).
+        if let Some(typ) = header.typ.as_deref()
+            && !ACCESS_TOKEN_TYPES.iter().any(|t| t.eq_ignore_ascii_case(typ))
+        {
+            return Err(invalid(format!("a token of type {typ:?} is not an access token")));
+        }
         let key = match jwt.key_for(header.kid.as_deref(), header.alg).await {
             Some(key) => key,
             None => {
-                self.refetch_if_due(jwt).await;
+                self.refetch_if_older(jwt, REFETCH_INTERVAL, true).await;
                 jwt.key_for(header.kid.as_deref(), header.alg)
                     .await
                     .ok_or_else(|| invalid("no key of the issuer matches the token's kid and algorithm".into()))?
@@ -465,15 +485,23 @@ impl Authenticator {
             .map_err(|e| invalid(format!("the token was refused: {e}")))
     }
 
-    async fn refetch_if_due(&self, jwt: &JwtCheck) {
-        let _one_at_a_time = jwt.refetch.lock().await;
-        let due = jwt
-            .keys
-            .read()
-            .await
-            .fetched
-            .is_none_or(|at| at.elapsed() >= REFETCH_INTERVAL);
-        if !due {
+    /// Fetches the key set again if the one in hand is `age` old. `wait`:
+    /// behind a fetch already running (a token naming a key not in hand
+    /// needs its result); otherwise a request goes on with the keys in hand.
+    async fn refetch_if_older(&self, jwt: &JwtCheck, age: Duration, wait: bool) {
+        let due = |keys: &Keys| keys.fetched.is_none_or(|at| at.elapsed() >= age);
+        if !due(&*jwt.keys.read().await) {
+            return;
+        }
+        let _one_at_a_time = if wait {
+            jwt.refetch.lock().await
+        } else {
+            match jwt.refetch.try_lock() {
+                Ok(guard) => guard,
+                Err(_) => return,
+            }
+        };
+        if !due(&*jwt.keys.read().await) {
             return;
         }
         let fetched = fetch(&jwt.source, &self.client).await;
@@ -741,6 +769,7 @@ mod tests {
             metadata_url: "http://127.0.0.1/.well-known/oauth-protected-resource/mcp".into(),
             base: Context::default(),
             metrics: Arc::default(),
+            jwks_max_age: Duration::from_secs(300),
         };
         let auth = Arc::new(
             Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
@@ -800,6 +829,7 @@ mod tests {
             metadata_url: "https://gateway.example/.well-known/oauth-protected-resource/mcp".into(),
             base: Context::default(),
             metrics: Arc::default(),
+            jwks_max_age: Duration::from_secs(300),
         };
         Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
             .await

@@ -106,9 +106,14 @@ pub struct ProxyArgs {
     #[arg(long, value_enum, default_value_t = AuthArg::None, requires = "listen")]
     pub auth: AuthArg,
     /// The issuer's JSON Web Key Set: a file, or an http(s) URL (fetched at
-    /// start, again when a token names an unknown key, at most every 10 s).
+    /// start, again when a token names an unknown key, at most every 10 s,
+    /// and whenever the set in hand is `--jwks-max-age` old).
     #[arg(long, value_name = "FILE|URL", required_if_eq("auth", "jwt"))]
     pub jwks: Option<String>,
+    /// Seconds the key set in hand is used before a request fetches it again,
+    /// so a key the issuer withdrew stops vouching for tokens within this.
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub jwks_max_age: u64,
     /// The `iss` every token must carry (also the authorization server named
     /// in the protected-resource metadata).
     #[arg(long, value_name = "ISS", required_if_eq_any([("auth", "jwt"), ("auth", "introspection")]))]
@@ -644,9 +649,11 @@ fn token_check(args: &ProxyArgs) -> Result<TokenCheck, ProxyError> {
         _ => {}
     }
     if args.auth != AuthArg::Introspection {
-        return Ok(TokenCheck::Jwt(JwksSource::parse(
-            args.jwks.as_deref().unwrap_or_default(),
-        )));
+        let source = JwksSource::parse(args.jwks.as_deref().unwrap_or_default());
+        if let JwksSource::Url(url) = &source {
+            encrypted_unless_local("--jwks", url)?;
+        }
+        return Ok(TokenCheck::Jwt(source));
     }
     let url = args.introspection_url.clone().unwrap_or_default();
     if !(url.starts_with("https://") || url.starts_with("http://")) {
@@ -654,6 +661,7 @@ fn token_check(args: &ProxyArgs) -> Result<TokenCheck, ProxyError> {
             "--introspection-url {url:?}: give the endpoint's http(s) URL"
         )));
     }
+    encrypted_unless_local("--introspection-url", &url)?;
     let client_secret = outbound::secret_from_env(
         "--introspection-secret-env",
         args.introspection_secret_env.as_deref().unwrap_or_default(),
@@ -693,6 +701,7 @@ async fn authenticator(
         resource,
         base: config.anonymous.context.clone(),
         metrics: config.metrics.clone(),
+        jwks_max_age: Duration::from_secs(args.jwks_max_age),
     };
     // Only the JWKS fetch can fail here: introspection asks nothing before
     // the first token.
@@ -718,6 +727,29 @@ fn warm_up(config: Arc<Config>) {
             }
         }
     });
+}
+
+/// The issuer's keys and its introspection endpoint vouch for every caller:
+/// over plain HTTP anyone on the path could swap the keys (and mint tokens)
+/// or read the client secret and every token sent there. Plain HTTP is
+/// taken only on this machine (a loopback address or `localhost`).
+fn encrypted_unless_local(flag: &str, url: &str) -> Result<(), ProxyError> {
+    if url.starts_with("https://") {
+        return Ok(());
+    }
+    let host = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|parsed| parsed.host_str().map(|h| h.trim_matches(['[', ']']).to_owned()))
+        .unwrap_or_default();
+    let local =
+        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if local {
+        Ok(())
+    } else {
+        Err(ProxyError::Usage(format!(
+            "{flag} {url:?}: use https (plain http is taken only for a loopback address)"
+        )))
+    }
 }
 
 async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Result<(), ProxyError> {
@@ -826,8 +858,29 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::{ProxyArgs, worker_threads};
+    use super::{ProxyArgs, encrypted_unless_local, worker_threads};
     use clap::Parser;
+
+    #[test]
+    fn the_issuers_endpoints_need_https_unless_on_this_machine() {
+        for ok in [
+            "https://login.example.com/jwks.json",
+            "http://127.0.0.1:8080/jwks",
+            "http://localhost/introspect",
+            "http://[::1]:9000/jwks",
+        ] {
+            assert!(encrypted_unless_local("--jwks", ok).is_ok(), "{ok}");
+        }
+        for refused in [
+            "http://login.example.com/jwks.json",
+            "http://10.0.0.5/jwks",
+            "http://127.0.0.1.evil.example/jwks",
+            "http://localhost.evil.example/",
+        ] {
+            let error = encrypted_unless_local("--jwks", refused).unwrap_err().to_string();
+            assert!(error.contains("use https"), "{refused}: {error}");
+        }
+    }
 
     fn parsed(args: &[&str]) -> Result<ProxyArgs, clap::Error> {
         ProxyArgs::try_parse_from(std::iter::once("proxy").chain(args.iter().copied()))

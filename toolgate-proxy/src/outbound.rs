@@ -28,7 +28,11 @@ pub fn client(ca: Option<&Path>, identity: Option<ClientCertificate<'_>>) -> Res
     // reqwest is built without a bundled provider; rustls needs one chosen
     // once per process (a second install is refused and harmless).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder();
+    // No redirects: reqwest would follow one to another host carrying the
+    // `--upstream-header` values (it strips only `Authorization`), and a
+    // redirected JWKS or introspection request hands trust to whoever the
+    // first host names. A redirect is an error the operator sees.
+    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
     if let Some(identity) = identity {
         builder = builder.identity(client_identity(identity)?);
     }

@@ -135,6 +135,7 @@ async fn token_validation(iterations: u64, decide_ns: f64) -> Result<(), String>
         metadata_url: format!("{AUDIENCE}/.well-known/oauth-protected-resource"),
         base: Context::from_flags(Surface::Confirming, Some("user"), None),
         metrics: Arc::default(),
+        jwks_max_age: std::time::Duration::from_secs(300),
     };
     let client = toolgate_proxy::outbound::client(None, None).map_err(|e| e.to_string())?;
     let auth = Authenticator::new(settings, client).await?;

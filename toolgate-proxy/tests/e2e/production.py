@@ -116,9 +116,10 @@ def claims_for(sub, *, scope=None, scp=None, iss=None, aud=AUDIENCE, exp_in=300,
     return claims
 
 
-def token(sub, *, kid="rsa-1", **claims):
+def token(sub, *, kid="rsa-1", typ=None, **claims):
     key, alg = KEYS[kid]
-    return jwt.encode(claims_for(sub, **claims), key, algorithm=alg, headers={"kid": kid})
+    headers = {"kid": kid} if typ is None else {"kid": kid, "typ": typ}
+    return jwt.encode(claims_for(sub, **claims), key, algorithm=alg, headers=headers)
 
 
 def unsigned_token(header, claims, key=None):
@@ -530,6 +531,48 @@ async def session_owner(gw, alice, bob):
         check("alice closes her own session", d_alice.status_code == 200, d_alice.status_code)
 
 
+async def jwks_max_age():
+    """A key the issuer took out of its set stops vouching for tokens once
+    the set in hand is --jwks-max-age old, though no token named an unknown
+    key; a plain-http JWKS URL off this machine is refused at start."""
+    log = TMP / "k-upstream.jsonl"
+    policy = TMP / "k-policy.yaml"
+    policy.write_text(POLICY)
+    jwks = TMP / "k-jwks.json"
+    jwks.write_text(json.dumps({"keys": [JWK_RSA, JWK_EC]}))
+    code, err = exits(
+        [
+            PROXY,
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            *auth_flags("http://keys.example/jwks.json"),
+            "--",
+            *upstream_cmd(log, TMP),
+        ]
+    )
+    check("--jwks over plain http to another machine: usage error (64)", code == 64 and "https" in err, (code, err[-300:]))
+
+    gw = Gateway(
+        "k", *auth_flags(jwks), "--jwks-max-age", "2", "--policy", policy, upstream_args=upstream_cmd(log, TMP / "notes-k")
+    )
+    check("gateway with --jwks-max-age 2 starts", gw.up, gw.stderr()[-500:])
+    async with http_client() as http:
+        before = await post_call(http, gw.url, "read_note", {"name": "k-before"}, tok=token("alice", scope="notes:read"))
+        check("a token signed with rsa-1: 200", before.status_code == 200, (before.status_code, before.text[:300]))
+        write_atomically(jwks, json.dumps({"keys": [JWK_EC]}))
+        await asyncio.sleep(3)
+        after = await post_call(http, gw.url, "read_note", {"name": "k-after"}, tok=token("alice", scope="notes:read"))
+        check(
+            "rsa-1 taken out of the set, the set in hand 2 s old: a fresh rsa-1 token is 401",
+            after.status_code == 401,
+            (after.status_code, after.text[:300]),
+        )
+        ec = await post_call(http, gw.url, "read_note", {"name": "k-ec"}, tok=token("bob", kid="ec-1", scope="notes:read"))
+        check("...while a token signed with the key still published is 200", ec.status_code == 200, ec.status_code)
+        check("...and the refused call reached nothing", not ran(log, "read_note", name="k-after"))
+    gw.stop()
+
+
 def http_client(**kw):
     return httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60), trust_env=False, **kw)
 
@@ -795,6 +838,9 @@ async def inbound_auth(auth_server):
             "no iss": token("alice", scope="notes:read", drop=("iss",)),
             "no aud": token("alice", scope="notes:read", drop=("aud",)),
             "unknown kid": token("alice", kid="stray", scope="notes:read"),
+            "an ID token (typ id_token+jwt), not an access token": token(
+                "alice", typ="id_token+jwt", scope="notes:read"
+            ),
             "alg none": unsigned_token(
                 {"alg": "none", "typ": "JWT", "kid": "rsa-1"}, claims_for("alice", scope="notes:read")
             ),
@@ -1981,6 +2027,7 @@ async def main():
         await section("URL-mode approval", url_mode_approval())
         if refetched_at:
             await section("JWKS URL: a key published later", jwks_url_later(auth_server, *b, refetched_at))
+        await section("JWKS max age", jwks_max_age())
         await section("metrics", metrics())
         await section("open listener", open_listener())
     finally:
