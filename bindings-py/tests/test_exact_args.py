@@ -268,6 +268,7 @@ def test_fastmcp_decides_on_the_validated_arguments_the_handler_gets() -> None:
         legacy=True,
         catalog_text=CATALOG,
         context=Context(),
+        confirmation="argument",  # close_account runs with the model's confirmed: true (opt-in)
         on_decision=lambda d, _: decided.append(d.code or "ok"),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -134,11 +135,10 @@ def test_blocked_call_is_the_engines_blocked_result_and_the_handler_never_runs()
     ran: list[Any] = []
     server = fastmcp(ran)
     guard = protect(server, policy_text=POLICY, context=ROUTE)
-    assert guard.confirmation == "argument"
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9"}))
     assert result.isError
     call = {"name": "reembolsar", "arguments": {"order_id": "9"}}
-    expected = asyncio.run(guard.rules()).decide(call, ROUTE, "argument")
+    expected = asyncio.run(guard.rules()).decide(call, ROUTE, guard.confirmation)
     assert expected.decision.code == "CONFIRMATION_REQUIRED" and expected.blocked_result_json is not None
     assert result.content[0].text == expected.decision.json
     # FastMCP declared an outputSchema for this tool: the engine leaves the
@@ -193,10 +193,22 @@ def test_confirmation_none_blocks_a_write_even_with_the_models_confirmed_true() 
     assert decisions == ["CONFIRMATION_REQUIRED", "CONFIRMATION_REQUIRED", None]
 
 
+def test_the_default_confirmation_never_takes_the_models_word() -> None:
+    """SPEC §8: the model's own ``confirmed: true`` counts only where the host
+    is configured to trust it: ``confirmation="argument"`` is an opt-in."""
+    ran: list[Any] = []
+    server = fastmcp(ran)
+    guard = protect(server, policy_text=POLICY, context=ROUTE)
+    assert guard.confirmation == "none"
+    result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9", "confirmed": True}))
+    assert result.isError and json.loads(result.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert ran == []
+
+
 def test_allowed_call_reaches_the_handler_without_engine_fields() -> None:
     ran: list[Any] = []
     server = fastmcp(ran)
-    protect(server, policy_text=POLICY, context=ROUTE)
+    protect(server, policy_text=POLICY, context=ROUTE, confirmation="argument")  # opt-in: the model's field counts
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9", "confirmed": True}))
     assert not result.isError, result
     assert result.structuredContent == {"order_id": "9", "status": "REEMBOLSADO"}
@@ -256,9 +268,9 @@ def test_lowlevel_server() -> None:
         return [types.TextContent(type="text", text=f"ok {name}")]
 
     decisions: list[tuple[str, str | None]] = []
-    protect(
-        server, legacy=True, on_decision=lambda d, name: decisions.append((name, d.code))
-    )  # legacy rules from the server's own catalog: `gravar` is transactional
+    # Legacy rules from the server's own catalog: `gravar` is transactional;
+    # confirmation="argument" (opt-in): the model's confirmed: true counts.
+    protect(server, legacy=True, confirmation="argument", on_decision=lambda d, name: decisions.append((name, d.code)))
 
     async def steps(c: Any) -> Any:
         listed = await c.list_tools()
@@ -440,3 +452,107 @@ def test_each_http_request_is_decided_with_its_own_token() -> None:
     assert narrow.isError and json.loads(narrow.content[0].text)["error"]["code"] == "SCOPE_DENIED", narrow
     assert ran == ["read_b"]
     assert [t.name for t in listed.tools] == []
+
+
+# -- review 2 (bindings): later handlers, the default context, reload ----------
+
+
+def test_handlers_registered_after_protect_stay_behind_the_guard() -> None:
+    """mcp 1.x keeps handlers in ``request_handlers``: a tools/list or
+    tools/call handler set after protect() (decorator, assignment, update)
+    goes behind the guard, never in its place."""
+    server: Server[Any, Any] = Server("lowlevel")
+    received: list[Any] = []
+    tools = [
+        types.Tool(name="gravar", inputSchema={"type": "object"}),
+        types.Tool(name="nova", inputSchema={"type": "object"}, annotations=types.ToolAnnotations(readOnlyHint=True)),
+    ]
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return tools[:1]
+
+    @server.call_tool()
+    async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
+        received.append(("first", name))
+        return []
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # mcp 1.x's tasks API
+        experimental = server.experimental  # keeps a reference to the handler dict
+    guard = protect(server, legacy=True)
+    assert experimental._request_handlers is server.request_handlers
+    assert [t.name for t in run(server, lambda c: c.list_tools()).tools] == ["gravar"]
+
+    @server.list_tools()
+    async def later_list() -> list[types.Tool]:
+        return tools
+
+    @server.call_tool()
+    async def later_call(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
+        received.append(("later", name, arguments))
+        return [types.TextContent(type="text", text="ran")]
+
+    assert server.request_handlers[types.CallToolRequest] == guard._handle_call_v1
+    assert server.request_handlers[types.ListToolsRequest] == guard._handle_list_v1
+
+    async def steps(c: Any) -> Any:
+        listed = await c.list_tools()
+        blocked = await c.call_tool("gravar", {"confirmed": True})
+        read = await c.call_tool("nova", {"confirmed": True})
+        return listed, blocked, read
+
+    listed, blocked, read = run(server, steps)
+    assert [t.name for t in listed.tools] == ["gravar", "nova"]  # the rules rebuilt from the new list
+    assert blocked.isError and json.loads(blocked.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert not read.isError and read.content[0].text == "ran"
+    assert received == [("later", "nova", {})]
+
+    async def raw(req: Any) -> Any:
+        received.append(("raw", req.params.name))
+        return types.ServerResult(types.CallToolResult(content=[]))
+
+    server.request_handlers[types.CallToolRequest] = raw
+    server.request_handlers.update({types.CallToolRequest: raw})
+    server.request_handlers.setdefault(types.CallToolRequest, raw)
+    server.request_handlers |= {types.CallToolRequest: raw}
+    assert server.request_handlers[types.CallToolRequest] == guard._handle_call_v1
+    # A second guard: both stay in front of a later handler.
+    second = protect(server, legacy=True, context=Context(allowed_tools=["gravar"]))
+    server.request_handlers[types.CallToolRequest] = raw
+    assert server.request_handlers[types.CallToolRequest] == second._handle_call_v1
+    hidden = run(server, lambda c: c.call_tool("nova", {}))
+    assert hidden.isError and hidden.content[0].text == "Unknown tool: nova"
+    blocked = run(server, lambda c: c.call_tool("gravar", {}))
+    assert json.loads(blocked.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert received == [("later", "nova", {})]
+
+
+def test_the_default_context_grants_no_scopes_to_an_unauthenticated_http_request() -> None:
+    """Where the HTTP authentication middleware ran (``user`` in the scope) but
+    the request has no token, the caller holds no scopes (not "no check")."""
+    from types import SimpleNamespace
+
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+    from starlette.authentication import UnauthenticatedUser
+
+    from mcp_toolgate.middleware import default_context
+
+    def request(scope: dict[str, Any]) -> Any:
+        return SimpleNamespace(request=SimpleNamespace(scope=scope))
+
+    assert default_context(request({"type": "http", "user": UnauthenticatedUser()})) == Context(scopes=[])
+    token = AccessToken(token="t", client_id="agent", scopes=["a:read"])
+    assert default_context(request({"type": "http", "user": AuthenticatedUser(token)})) == Context(scopes=["a:read"])
+    assert default_context(request({"type": "http"})) == Context()  # no authentication installed
+    assert default_context(None) == Context()
+
+
+def test_reload_keeps_the_rules_given(retail_rules: Any) -> None:
+    """``rules=`` are the guard's rules for good: reload() never swaps them for
+    legacy rules made from the server's own tools/list."""
+    server = fastmcp([])
+    guard = protect(server, rules=retail_rules)
+    guard.reload()
+    assert asyncio.run(guard.rules()) is retail_rules

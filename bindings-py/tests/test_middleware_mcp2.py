@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import pytest
@@ -18,6 +18,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="mcp 2.x only (requirements-m
 from mcp import Client, types
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 from mcp_toolgate import Context, RuleSet
 from mcp_toolgate import middleware as middleware_module
@@ -139,7 +140,7 @@ def test_mcpserver_calls(mode: str, tmp_path: Any) -> None:
 def test_mcpserver_confirmation_argument_runs_the_write_once() -> None:
     ran: list[Any] = []
     server = mcpserver(ran)
-    protect(server, policy_text=POLICY, context=ROUTE)
+    protect(server, policy_text=POLICY, context=ROUTE, confirmation="argument")  # opt-in: trust the model's field
     result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9", "confirmed": True}))
     assert not result.is_error, result
     assert result.structured_content == {"order_id": "9", "status": "REEMBOLSADO"}
@@ -195,8 +196,9 @@ def test_lowlevel_server(mode: str) -> None:
 
     server = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
     decisions: list[tuple[str, str | None]] = []
-    # Legacy rules from the server's own catalog: `gravar` is transactional.
-    protect(server, legacy=True, on_decision=lambda d, name: decisions.append((name, d.code)))
+    # Legacy rules from the server's own catalog: `gravar` is transactional;
+    # confirmation="argument" (opt-in): the model's confirmed: true counts.
+    protect(server, legacy=True, confirmation="argument", on_decision=lambda d, name: decisions.append((name, d.code)))
 
     async def steps(c: Any) -> Any:
         listed = await c.list_tools()
@@ -236,3 +238,207 @@ def test_the_engine_loads_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) ->
 
     run(server, steps)
     assert len(threads) == 1 and threads[0] != loop_thread[0]
+
+
+# -- review 2 (bindings): cache hints, the pre-dispatch lookup, later handlers ---
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_filtered_list_is_never_marked_public(mode: str) -> None:
+    """SEP-2549: a server-wide ``CacheHint(scope="public")`` says a tools/list
+    may be shared across authorization contexts; the guard's list is cut for
+    one caller, so it goes out private (a handler's own "public" too)."""
+    from mcp.server.caching import CacheHint
+
+    server = MCPServer("shop", cache_hints={"tools/list": CacheHint(ttl_ms=600_000, scope="public")})
+
+    @server.tool()
+    def consultar(order_id: str) -> str:
+        """Order status."""
+        return order_id
+
+    @server.tool()
+    def apagar_tudo() -> str:
+        """Not on this route."""
+        return "apagado"
+
+    plain = run(server, lambda c: c.list_tools(), mode)
+    protect(server, policy_text=POLICY, context=ROUTE)
+    listed = run(server, lambda c: c.list_tools(), mode)
+    assert [t.name for t in listed.tools] == ["consultar"]
+    assert listed.cache_scope != "public"
+    if mode == "auto":  # 2026-07-28: the hints reach the client (the handshake era has none)
+        assert plain.cache_scope == "public"
+        assert listed.cache_scope == "private" and listed.ttl_ms == plain.ttl_ms == 600_000
+
+    async def public_list(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[types.Tool(name="ler", input_schema={"type": "object"})], cache_scope="public"
+        )
+
+    async def call(ctx: Any, params: Any) -> types.CallToolResult:
+        return types.CallToolResult(content=[])
+
+    lowlevel = Server("lowlevel", on_list_tools=public_list, on_call_tool=call)
+    guard = protect(lowlevel, legacy=True)
+    result = anyio.run(guard._handle_list_v2, None, None)
+    assert [t.name for t in result.tools] == ["ler"] and result.cache_scope == "private"
+
+
+#: An argument also sent as the ``Mcp-Param-Region`` header on 2026-07-28 HTTP.
+Region = Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]
+
+
+def _http_shop(hidden: bool) -> MCPServer:
+    """A shop whose tools take an ``x-mcp-header`` argument."""
+    mcp = MCPServer("shop")
+
+    @mcp.tool()
+    def consultar(order_id: str, region: Region = "eu") -> str:
+        """Order status."""
+        return f"{order_id} {region}"
+
+    if hidden:
+
+        @mcp.tool()
+        def apagar_tudo(region: Region) -> str:
+            """Not on this route."""
+            return "apagado " + region
+
+    return mcp
+
+
+def _over_http(server: MCPServer, steps: Any) -> Any:
+    """`steps(client)` against `server`'s Streamable HTTP app in process (2026-07-28)."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    app = server.streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
+
+    async def go() -> Any:
+        async with app.router.lifespan_context(app):
+            http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://testserver")
+            async with http, Client(streamable_http_client("http://testserver/mcp", http_client=http)) as client:
+                return await steps(client)
+
+    return anyio.run(go)
+
+
+async def _answers(client: Any) -> list[Any]:
+    out: list[Any] = []
+    for name, arguments in (
+        ("consultar", {"order_id": "9", "region": "eu"}),
+        ("apagar_tudo", {"region": "eu"}),
+        ("nao_existe", {"region": "eu"}),
+    ):
+        try:
+            result = await client.call_tool(name, arguments)
+            out.append(("result", result.is_error, [getattr(b, "text", None) for b in result.content]))
+        except Exception as e:  # the SDK's 400 for a header it checked
+            out.append(("raised", type(e).__name__, str(e)))
+    return out
+
+
+def test_a_hidden_tool_answers_as_a_missing_one_on_2026_07_28_http() -> None:
+    """MCPServer answers the SDK's pre-dispatch Mcp-Param-* check from its own
+    tool table (``get_tool_input_schema``), hidden tools included: a hidden tool
+    got a 400 naming its argument, a missing one "Unknown tool". After
+    protect() the check reads the guarded, per-caller tools/list."""
+    server = _http_shop(hidden=True)
+    protect(server, policy_text=POLICY, context=Context(allowed_tools=["consultar"]))
+    protected = _over_http(server, _answers)
+    missing = _over_http(_http_shop(hidden=False), _answers)
+    assert protected == missing
+    assert server._lowlevel_server.get_tool_input_schema is None
+    assert protected[0] == ("result", False, ["9 eu"])  # a listed tool's header is still checked and served
+    assert protected[1] == ("result", True, ["Unknown tool: apagar_tudo"])
+
+
+def test_the_default_confirmation_never_takes_the_models_word() -> None:
+    """SPEC §8: ``confirmed: true`` from the model counts only where the host
+    opted in (``confirmation="argument"``)."""
+    ran: list[Any] = []
+    server = mcpserver(ran)
+    guard = protect(server, policy_text=POLICY, context=ROUTE)
+    assert guard.confirmation == "none"
+    result = run(server, lambda c: c.call_tool("reembolsar", {"order_id": "9", "confirmed": True}))
+    assert result.is_error and json.loads(_text(result))["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert ran == []
+
+
+def test_handlers_registered_after_protect_stay_behind_the_guard() -> None:
+    """``add_request_handler`` replaces a handler; for tools/list and
+    tools/call after protect() it replaces the one behind the guard."""
+    received: list[Any] = []
+    tools = [
+        types.Tool(name="gravar", input_schema={"type": "object"}),
+        types.Tool(
+            name="nova", input_schema={"type": "object"}, annotations=types.ToolAnnotations(read_only_hint=True)
+        ),
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools[:1])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        received.append(("first", params.name))
+        return types.CallToolResult(content=[])
+
+    server = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
+    guard = protect(server, legacy=True)
+    assert [t.name for t in run(server, lambda c: c.list_tools()).tools] == ["gravar"]
+
+    async def later_list(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def later_call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        received.append(("later", params.name, dict(params.arguments or {})))
+        return types.CallToolResult(content=[types.TextContent(type="text", text="ran")])
+
+    server.add_request_handler("tools/call", types.CallToolRequestParams, later_call)
+    server.add_request_handler("tools/list", types.PaginatedRequestParams, later_list)
+    assert server.get_request_handler("tools/call").handler == guard._handle_call_v2  # type: ignore[union-attr]
+    assert server.get_request_handler("tools/list").handler == guard._handle_list_v2  # type: ignore[union-attr]
+
+    async def steps(c: Any) -> Any:
+        listed = await c.list_tools()
+        blocked = await c.call_tool("gravar", {"confirmed": True})
+        read = await c.call_tool("nova", {"confirmed": True})
+        return listed, blocked, read
+
+    listed, blocked, read = run(server, steps)
+    # The new list handler's tools are the catalog now (the rules rebuilt from it).
+    assert [t.name for t in listed.tools] == ["gravar", "nova"]
+    assert blocked.is_error and json.loads(_text(blocked))["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert not read.is_error and _text(read) == "ran"
+    assert received == [("later", "nova", {})]  # decided, and the engine's arguments
+
+    # A second guard on the same server: both stay in front of a later handler.
+    second = protect(server, legacy=True, context=Context(allowed_tools=["gravar"]))
+    server.add_request_handler("tools/call", types.CallToolRequestParams, later_call)
+    assert server.get_request_handler("tools/call").handler == second._handle_call_v2  # type: ignore[union-attr]
+    hidden = run(server, lambda c: c.call_tool("nova", {}))
+    assert hidden.is_error and _text(hidden) == "Unknown tool: nova"
+    assert received == [("later", "nova", {})]
+
+
+def test_the_handler_context_carries_the_forwarded_arguments() -> None:
+    """The SDK gives handlers the raw params in ``ctx.params`` too; after the
+    guard they hold the engine's forward, never the model's confirmation fields."""
+    seen: list[Any] = []
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="gravar", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        seen.append((dict(params.arguments or {}), dict((ctx.params or {}).get("arguments") or {})))
+        return types.CallToolResult(content=[])
+
+    server = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
+    protect(server, legacy=True, confirmation="argument")
+    result = run(server, lambda c: c.call_tool("gravar", {"valor": 5, "confirmed": True, "confirmation": True}))
+    assert not result.is_error
+    assert seen == [({"valor": 5}, {"valor": 5})]

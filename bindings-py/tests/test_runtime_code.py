@@ -93,6 +93,115 @@ def test_shipped_code_another_user_owns_is_not_loaded(dirs: tuple[Path, Path]) -
     assert (cache / _code_name()).is_file(), "compiled (and cached) instead of loading the shipped file"
 
 
+def _loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files `deserialize_file` is asked to map, from now on."""
+    seen: list[str] = []
+    real = wc.Component.deserialize_file
+
+    def spy(engine: wasmtime.Engine, path: str) -> wc.Component:
+        seen.append(path)
+        return real(engine, path)
+
+    monkeypatch.setattr(wc.Component, "deserialize_file", spy)
+    return seen
+
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="file owners and modes are POSIX's")
+
+
+@posix_only
+@pytest.mark.parametrize("mode", [0o620, 0o602, 0o666], ids=oct)
+def test_cached_code_others_may_write_is_compiled_over(
+    mode: int, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Security review 2, bindings item 5: native code runs unchecked, so a
+    cache file group or others could have written is never loaded; it is
+    compiled again and replaced by this user's own (0600)."""
+    _, cache = dirs
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    entry.chmod(mode)
+    seen = _loads(monkeypatch)
+    assert isinstance(_runtime.Runtime(TINY).component, wc.Component)
+    assert str(entry) not in seen
+    assert entry.stat().st_mode & 0o777 == 0o600
+
+
+@posix_only
+def test_a_linked_cache_entry_is_not_loaded(
+    dirs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, cache = dirs
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    target = tmp_path / "elsewhere"
+    entry.rename(target)
+    entry.symlink_to(target)
+    seen = _loads(monkeypatch)
+    _runtime.Runtime(TINY)
+    assert str(entry) not in seen and str(target) not in seen
+    assert not entry.is_symlink() and entry.is_file(), "the link replaced by this user's own file"
+
+
+@posix_only
+def test_cached_code_in_a_folder_anyone_may_write_is_not_loaded_unless_sticky(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, cache = dirs
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    inode = entry.stat().st_ino
+    cache.chmod(0o777)
+    seen = _loads(monkeypatch)
+    _runtime.Runtime(TINY)
+    assert str(entry) not in seen
+    assert entry.stat().st_ino == inode, "nothing is written where it would never be loaded"
+    cache.chmod(0o1777)  # sticky (/tmp): only the owner replaces a file
+    with monkeypatch.context() as m:
+        _forbid_compiling(m)
+        _runtime.Runtime(TINY)
+    assert seen == [str(entry)]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file away needs root")
+def test_cached_code_another_user_owns_is_not_loaded(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    _, cache = dirs
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    os.chown(entry, os.geteuid() + 1, -1)
+    seen = _loads(monkeypatch)
+    _runtime.Runtime(TINY)
+    assert str(entry) not in seen
+    assert entry.stat().st_uid == os.geteuid(), "replaced by this user's own file"
+
+
+@posix_only
+def test_a_cache_folder_it_creates_is_private(dirs: tuple[Path, Path]) -> None:
+    _, cache = dirs
+    _runtime.Runtime(TINY)
+    assert cache.stat().st_mode & 0o777 == 0o700
+
+
+@posix_only
+@pytest.mark.parametrize("how", ["link", "folder anyone may write"])
+def test_shipped_code_that_is_a_link_or_in_an_open_folder_is_not_loaded(
+    how: str, dirs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package, cache = dirs
+    _runtime.Runtime(TINY)
+    shipped = _ship(package, cache)
+    if how == "link":
+        target = tmp_path / "elsewhere"
+        shipped.rename(target)
+        shipped.symlink_to(target)
+    else:
+        shipped.parent.chmod(0o777)
+    seen = _loads(monkeypatch)
+    _runtime.Runtime(TINY)
+    assert str(shipped) not in seen
+    assert (cache / _code_name()).is_file(), "compiled (and cached) instead of loading the shipped file"
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "directory"])
 def test_bad_code_is_compiled_again_and_the_cache_replaced(
     damage: str, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch

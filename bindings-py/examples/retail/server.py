@@ -7,7 +7,8 @@
 to ``$RETAIL_DEMO_LOG`` (JSON lines) so a test can count the handler's runs.
 ``--protect`` puts toolgate's middleware in front of the tools too (defense in
 depth: the server itself refuses an unconfirmed return), with the policy in
-``$TOOL_POLICIES_PATH`` when set.
+``$TOOL_POLICIES_PATH`` when set, and ``confirmation="argument"``: its caller,
+the router, sends ``confirmed: true`` only after the person confirmed.
 """
 
 from __future__ import annotations
@@ -51,5 +52,8 @@ if __name__ == "__main__":
         from mcp_toolgate.middleware import protect
 
         policy = os.environ.get("TOOL_POLICIES_PATH")
-        protect(mcp, **({"policy_path": policy} if policy else {"legacy": True}))
+        # confirmation="argument" (an explicit opt-in; the default is "none"):
+        # the caller here is the agent-side router (conversation.py), which
+        # sends `confirmed: true` only on the turn the person confirmed.
+        protect(mcp, **({"policy_path": policy} if policy else {"legacy": True}), confirmation="argument")
     mcp.run("stdio")

@@ -342,10 +342,12 @@ class Runtime:
         # file instead of taking a 13 MB copy of it (25 ms of a 200 ms cold start
         # here, against 1 ms). The mapping stays valid while it is in use: the
         # cache is only ever replaced by rename, never rewritten in place.
+        # Cached code is loaded only if this user wrote it and no one else can
+        # have replaced it (`_own_cache_file`); anything else is compiled.
         shipped = _PACKAGE_DIR / _compiled.SHIPPED_DIR / name
         cache = _cache_dir()
         candidates = [shipped] if _came_with_package(shipped) else []
-        if cache is not None and (cache / name).is_file():
+        if cache is not None and _own_cache_file(cache / name):
             candidates.append(cache / name)
         for path in candidates:
             try:
@@ -360,18 +362,54 @@ class Runtime:
 
 def _came_with_package(code: Path) -> bool:
     """Whether native code in the package came with it, as the Rust host checks
-    code beside its binary: on POSIX, a regular file owned by the package
-    directory's owner and not writable by everyone. The code runs unchecked, so
-    a package in a shared directory (a venv under a sticky ``/tmp``) must not
-    load a file another user added there; refused code means compiling."""
+    code beside its binary: on POSIX, a regular file (not a link) owned by the
+    package directory's owner and not writable by everyone, in a folder where no
+    one else can swap it (not writable by everyone, or sticky). The code runs
+    unchecked, so a package in a shared directory (a venv under a sticky
+    ``/tmp``) must not load a file another user added there, nor follow a link
+    its owner can point elsewhere; refused code means compiling."""
     try:
-        st = code.stat()
+        st = os.lstat(code)
+        folder = os.stat(code.parent)
         owner = _PACKAGE_DIR.stat().st_uid
     except OSError:
         return False
     if not stat.S_ISREG(st.st_mode):
         return False
-    return os.name != "posix" or (st.st_uid == owner and not st.st_mode & stat.S_IWOTH)
+    return os.name != "posix" or (st.st_uid == owner and not st.st_mode & stat.S_IWOTH and _no_one_else_swaps(folder))
+
+
+def _no_one_else_swaps(folder: os.stat_result) -> bool:
+    """A folder in which only its owner can replace a file: not writable by
+    everyone, or sticky (as the Rust host checks the folder of its code)."""
+    return not folder.st_mode & stat.S_IWOTH or bool(folder.st_mode & stat.S_ISVTX)
+
+
+def _own_cache_file(code: Path) -> bool:
+    """Whether cached native code may be loaded: a regular file (not a link);
+    on POSIX also owned by this process's (effective) user, not writable by
+    group or others, in a folder no one else can swap it in (not writable by
+    everyone, or sticky). The code runs unchecked: on a host where the cache
+    path is shared (``TOOLGATE_CACHE_DIR=/tmp/...``, ``XDG_CACHE_HOME`` on a
+    shared volume, a group-writable ``/var/cache``), a file another user put or
+    could edit there is compiled over instead, never loaded."""
+    try:
+        st = os.lstat(code)
+        folder = os.stat(code.parent)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    user = _effective_user()
+    if user is None:
+        return True  # no POSIX owners (Windows)
+    return st.st_uid == user and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and _no_one_else_swaps(folder)
+
+
+def _effective_user() -> int | None:
+    """This process's user id (the owner of the files it writes), where the platform has one."""
+    geteuid = getattr(os, "geteuid", None)
+    return None if geteuid is None else geteuid()
 
 
 def _write_cache(path: Path, code: bytes) -> None:
@@ -380,7 +418,10 @@ def _write_cache(path: Path, code: bytes) -> None:
     import tempfile  # only here: writing the cache is rare, and importing it is not free
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # 0700: a cache folder this creates is this user's alone.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if os.name == "posix" and not _no_one_else_swaps(os.stat(path.parent)):
+            return  # its code would never be loaded (`_own_cache_file`)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     except OSError:
         return

@@ -23,7 +23,8 @@ The same rules as the Node middleware (bindings-js ``guardServer``):
   catalog entry declares an ``outputSchema``, as ``structuredContent``); a
   hidden or unknown tool answers exactly as the SDK answers an unknown tool.
   This middleware never adds, removes or reads the confirmation fields itself:
-  the engine does, according to ``confirmation`` (see :func:`protect`);
+  the engine does, according to ``confirmation`` (see :func:`protect`;
+  default ``"none"``: the model's own ``confirmed: true`` never counts);
 - the engine decides on exactly the values the handler gets: the arguments are
   written for it by ``_calljson`` (``inf``/``nan`` from ``1e400``,
   ``Infinity``, ``NaN`` on the wire are refused by the engine, never rewritten),
@@ -36,7 +37,18 @@ The same rules as the Node middleware (bindings-js ``guardServer``):
   call's result, and an allow runs the handler with the keys the engine
   forwards this time;
 - the default context is the confirming surface, with the scopes of the
-  request's access token when the transport authenticated it.
+  request's access token when the transport authenticated it (no scopes at
+  all for a request the HTTP authentication middleware saw without a token);
+- a ``tools/list`` or ``tools/call`` handler registered after :func:`protect`
+  (1.x: ``@server.list_tools()`` / ``@server.call_tool()`` or
+  ``server.request_handlers[...] = ...``; 2.x:
+  ``server.add_request_handler(...)``) goes behind the guard too, never in
+  its place;
+- on mcp 2.x the filtered ``tools/list`` is marked ``cacheScope: "private"``
+  (it is cut for one caller), and the SDK's pre-dispatch ``Mcp-Param-*``
+  header check finds tools through that guarded list, never through
+  ``MCPServer``'s own table (``get_tool_input_schema``, which sees hidden
+  tools).
 
 The catalog is the server's own ``tools/list`` unless one is given.
 """
@@ -44,9 +56,10 @@ The catalog is the server's own ``tools/list`` unless one is given.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -99,7 +112,11 @@ def _same_arguments(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def default_context(request_context: Any = None) -> Context:
     """The confirming surface; the access token's scopes when the request was
-    authenticated (no token: no scope check).
+    authenticated. Where the HTTP authentication middleware ran (a ``user`` in
+    the request's scope) but the request carried no access token (optional
+    auth, a route mounted without ``RequireAuthMiddleware``), no scopes:
+    scope-gated tools are hidden and refused. No authentication at all (stdio,
+    an HTTP app without auth): no scope check.
 
     The token is the one this request carried: the user the HTTP
     authentication middleware put in the request's own scope. The SDK's
@@ -112,6 +129,8 @@ def default_context(request_context: Any = None) -> Context:
     scope = getattr(request, "scope", None)
     if isinstance(scope, dict) and "user" in scope:
         token = getattr(scope["user"], "access_token", None)
+        if token is None:
+            return Context(scopes=[])  # authentication is installed and this caller has none
     else:
         try:
             from mcp.server.auth.middleware.auth_context import get_access_token
@@ -180,7 +199,54 @@ class _Sdk1(_Sdk):
         return self.server.request_handlers.get(_V1_REQUESTS[which])
 
     def set(self, which: str, handler: Any) -> None:
-        self.server.request_handlers[_V1_REQUESTS[which]] = handler
+        # Straight into the dict: a guard installed earlier must not take this
+        # one for a handler registered after it.
+        dict.__setitem__(self.server.request_handlers, _V1_REQUESTS[which], handler)
+
+    def watch(self, replaced: _Replaced) -> None:
+        handlers = self.server.request_handlers
+        if not isinstance(handlers, _WatchedHandlers):
+            watched = _WatchedHandlers(handlers)
+            self.server.request_handlers = watched
+            # The experimental (tasks) handlers keep a reference to the dict.
+            experimental = getattr(self.server, "_experimental_handlers", None)
+            if getattr(experimental, "_request_handlers", None) is handlers:
+                experimental._request_handlers = watched
+            handlers = watched
+        handlers.watchers.append(replaced)
+
+
+class _WatchedHandlers(dict):  # type: ignore[type-arg]
+    """mcp 1.x ``request_handlers`` after :func:`protect`: a ``tools/list`` or
+    ``tools/call`` handler set later goes behind the guard (each guard, in the
+    order installed), never in its place."""
+
+    def __init__(self, handlers: Mapping[Any, Any]) -> None:
+        super().__init__(handlers)
+        self.watchers: list[_Replaced] = []
+
+    def _guarded(self, key: Any, handler: Any) -> Any:
+        for which, request in _V1_REQUESTS.items():
+            if request is not None and key is request:
+                for replaced in self.watchers:
+                    handler = replaced(which, handler)
+        return handler
+
+    def __setitem__(self, key: Any, handler: Any) -> None:
+        super().__setitem__(key, self._guarded(key, handler))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, handler in dict(*args, **kwargs).items():
+            self[key] = handler
+
+    def setdefault(self, key: Any, handler: Any = None) -> Any:
+        if key not in self:
+            self[key] = handler
+        return self[key]
+
+    def __ior__(self, other: Any) -> _WatchedHandlers:  # type: ignore[override,misc]
+        self.update(other)
+        return self
 
 
 class _Sdk2(_Sdk):
@@ -194,11 +260,44 @@ class _Sdk2(_Sdk):
 
     def set(self, which: str, handler: Any) -> None:
         entry = self.server.get_request_handler(_V2_METHODS[which])
-        self.server.add_request_handler(_V2_METHODS[which], entry.params_type, handler)
+        add = getattr(self.server, _V2_ADD, None) or self.server.add_request_handler
+        add(_V2_METHODS[which], entry.params_type, handler)
+
+    def watch(self, replaced: _Replaced) -> None:
+        server = self.server
+        watchers: list[_Replaced] | None = getattr(server, _V2_WATCHERS, None)
+        if watchers is None:
+            watchers = []
+            add = server.add_request_handler  # the SDK's own (bound) method
+
+            def add_request_handler(method: str, params_type: Any, handler: Any) -> None:
+                """The SDK's ``add_request_handler``, with a ``tools/list`` or
+                ``tools/call`` handler put behind the guard (toolgate)."""
+                for which, guarded in _V2_METHODS.items():
+                    if method == guarded:
+                        for each in watchers:
+                            handler = each(which, handler)
+                add(method, params_type, handler)
+
+            setattr(server, _V2_ADD, add)
+            setattr(server, _V2_WATCHERS, watchers)
+            server.add_request_handler = add_request_handler
+        watchers.append(replaced)
+        # MCPServer's tool table answers the SDK's pre-dispatch ``Mcp-Param-*``
+        # check (2026-07-28 Streamable HTTP) for every tool, hidden ones too:
+        # without it the SDK finds the schema through the guarded, per-caller
+        # tools/list, and a hidden tool answers as a missing one.
+        if getattr(server, "get_tool_input_schema", None) is not None:
+            server.get_tool_input_schema = None
 
 
 _V1_REQUESTS = {"list": getattr(types, "ListToolsRequest", None), "call": getattr(types, "CallToolRequest", None)}
 _V2_METHODS = {"list": "tools/list", "call": "tools/call"}
+#: Where a protected 2.x server keeps the SDK's own ``add_request_handler`` and the guards' hooks.
+_V2_ADD = "_toolgate_add_request_handler"
+_V2_WATCHERS = "_toolgate_watchers"
+#: A guard's hook for a handler registered after it: (which, handler) -> the handler to store.
+_Replaced = Callable[[str, Any], Any]
 
 
 def _sdk_of(server: Any) -> tuple[_Sdk, Any]:
@@ -236,6 +335,7 @@ class Guard:
         self.server = sdk.server
         self.sdk_major = sdk.major
         self._fastmcp = fastmcp
+        self._given_rules = rules
         self._rules = rules
         self._policy = policy
         self._catalog = catalog
@@ -244,12 +344,25 @@ class Guard:
         self._loading: anyio.Lock | None = None
         self._list: Callable[..., Awaitable[Any]] = sdk.get("list")
         self._call: Callable[..., Awaitable[Any]] = sdk.get("call")
-        if sdk.major == 1:
-            sdk.set("list", self._handle_list_v1)
-            sdk.set("call", self._handle_call_v1)
+        self._mine = (
+            {"list": self._handle_list_v1, "call": self._handle_call_v1}
+            if sdk.major == 1
+            else {"list": self._handle_list_v2, "call": self._handle_call_v2}
+        )
+        sdk.set("list", self._mine["list"])
+        sdk.set("call", self._mine["call"])
+        sdk.watch(self._replaced)
+
+    def _replaced(self, which: str, handler: Any) -> Any:
+        """A ``tools/list`` or ``tools/call`` handler registered after
+        :func:`protect`: the guard calls it from now on, and stays in front."""
+        if which == "list":
+            self._list = handler
+            if self._given_rules is None and not self._catalog.given:
+                self.reload()  # the catalog is the server's own tools/list
         else:
-            sdk.set("list", self._handle_list_v2)
-            sdk.set("call", self._handle_call_v2)
+            self._call = handler
+        return self._mine[which]
 
     async def rules(self, request_context: Any = None) -> RuleSet:
         """The rule set, loaded on first use on a worker thread (the policy and
@@ -279,8 +392,9 @@ class Guard:
         return catalog_from_tools((await self._list(request_context, None)).tools)
 
     def reload(self) -> None:
-        """Rebuild the rules on the next request (after tools were added)."""
-        self._rules = None
+        """Rebuild the rules on the next request (after tools were added);
+        rules given to :func:`protect` (``rules=``) are kept."""
+        self._rules = self._given_rules
 
     def context(self, request_context: Any = None) -> ContextLike:
         if not callable(self._context):
@@ -310,7 +424,7 @@ class Guard:
     def _filter(self, rules: RuleSet, context: ContextLike, listed: Any) -> Any:
         """The server's ``ListToolsResult`` cut to the exposable tools, in the
         engine's order, with the engine's derived annotations laid over each
-        tool's own."""
+        tool's own; on mcp 2.x, ``cacheScope: "private"``."""
         exposed = rules.list_exposable(context)
         served = {t.name: t for t in listed.tools}
         tools = []
@@ -323,7 +437,13 @@ class Guard:
                 **entry.get("annotations", {}),
             }
             tools.append(tool.model_copy(update={"annotations": types.ToolAnnotations.model_validate(annotations)}))
-        return listed.model_copy(update={"tools": tools})
+        update: dict[str, Any] = {"tools": tools}
+        if "cache_scope" in type(listed).model_fields:
+            # mcp 2.x cache hints (SEP-2549): this list is cut for one caller's
+            # context, so it is never "public" (shareable across authorization
+            # contexts), whatever the handler or a server-wide CacheHint says.
+            update["cache_scope"] = "private"
+        return listed.model_copy(update=update)
 
     async def _guarded_call(
         self, name: str, sent: Any, context: ContextLike, rules: RuleSet, invoke: Callable[[dict[str, Any]], Any]
@@ -378,7 +498,13 @@ class Guard:
         rules = await self.rules(ctx)
 
         async def invoke(forward: dict[str, Any]) -> Any:
-            return await self._call(ctx, params.model_copy(update={"arguments": forward}))
+            # The SDK hands handlers the raw params in `ctx.params` too: they
+            # carry the engine's arguments as well (as the SDK's own
+            # request-state middleware replaces them), never the ones sent.
+            inner = ctx
+            if dataclasses.is_dataclass(ctx) and isinstance(getattr(ctx, "params", None), Mapping):
+                inner = dataclasses.replace(ctx, params={**ctx.params, "arguments": forward})  # type: ignore[arg-type]
+            return await self._call(inner, params.model_copy(update={"arguments": forward}))
 
         denied, result = await self._guarded_call(params.name, params.arguments or {}, self.context(ctx), rules, invoke)
         return denied if denied is not None else result
@@ -456,12 +582,23 @@ def protect(
     rules: RuleSet | None = None,
     context: ContextFactory | ContextLike = default_context,
     unknown_tool: UnknownTool = sdk_unknown_tool,
-    confirmation: ConfirmationSource = "argument",
+    confirmation: ConfirmationSource = "none",
     on_decision: OnDecision | None = None,
     **removed: Any,
 ) -> Guard:
     """Installs toolgate on an ``MCPServer`` (mcp 2.x), a ``FastMCP`` (1.x) or
     a low-level ``Server`` (either), after its tools and handlers are registered.
+    Pass the ``MCPServer`` / ``FastMCP`` itself, not its low-level server
+    (``mcp._mcp_server``): only then are the arguments its pydantic model hands
+    a tool function decided again.
+
+    A ``tools/list`` or ``tools/call`` handler registered after this (1.x:
+    ``@server.list_tools()``, ``@server.call_tool()``, or an assignment to
+    ``server.request_handlers``; 2.x: ``server.add_request_handler``) is put
+    behind the guard, never in its place; a new ``tools/list`` handler
+    rebuilds rules made from the server's own list. Tools added later are in
+    the catalog only after :meth:`Guard.reload` (until then they answer as
+    unknown tools).
 
     The rules: exactly one of ``policy_path`` (the policy file),
     ``policy_text`` (its YAML text), ``legacy=True`` (no policy: the catalog's
@@ -477,16 +614,20 @@ def protect(
     ``on_decision(decision, name)`` sees every decision (audit logs).
 
     ``confirmation`` is how a call that needs confirmation gets it (the
-    engine's confirmation source):
+    engine's confirmation source; SPEC §8: the model's own ``confirmed: true``
+    counts only where the host is configured to trust it):
 
-    - ``"argument"`` (default): the model's literal ``confirmed: true`` counts,
-      the seed runtime's path, for a server author who keeps turn state (the
-      model sets it after the person said yes);
-    - ``"none"``: the model's confirmation fields never count, so a write that
-      needs confirmation is always denied here: it runs only after a person
-      confirmed it through the host (an elicitation, an approval, a seal:
-      ``RuleSet.decide`` with ``"person"`` or a seal), which this middleware
-      does not do.
+    - ``"none"`` (default): the model's confirmation fields never count, so a
+      write that needs confirmation is always denied here: it runs only after
+      a person confirmed it through the host (an elicitation, an approval, a
+      seal: ``RuleSet.decide`` with ``"person"`` or a seal), which this
+      middleware does not do;
+    - ``"argument"`` (opt-in): the model's literal ``confirmed: true`` counts,
+      the seed runtime's path, for a server whose caller keeps turn state and
+      sets it only after the person said yes (an agent-side router such as
+      :class:`~mcp_toolgate.router.McpToolRouter`), or a client that cannot
+      ask the person. Never choose it where the client can be asked: the
+      model can then confirm its own writes.
 
     (``policy=`` / ``catalog=``, which took a path or a text and guessed which,
     are ``policy_path=`` / ``policy_text=`` and ``catalog_path=`` /

@@ -4,7 +4,8 @@
     python server.py
 
 `get_order` reads; `refund_order` writes and, per policy.yaml, runs only when the
-call carries `confirmed: true`. Anything else is refused before a handler runs.
+call carries `confirmed: true` (confirmation="argument" below: an explicit opt-in
+that trusts the model's field). Anything else is refused before a handler runs.
 """
 
 from pathlib import Path
@@ -34,7 +35,12 @@ def refund_order(order_id: str, confirmed: bool = False) -> dict:
 
 # After the tools are registered: tools/list and tools/call now go through toolgate,
 # which checks `confirmed` before refund_order's handler can run.
-protect(mcp, policy_path=Path(__file__).with_name("policy.yaml"))
+# confirmation="argument" is an explicit opt-in (the default, "none", never lets
+# the model's own `confirmed: true` count): this quick start takes the model's
+# word that the person said yes. Keep it only where the caller keeps turn state
+# and sets `confirmed` after asking the person, or the client cannot be asked;
+# otherwise leave the default and confirm through the host (docs/confirmation.md).
+protect(mcp, policy_path=Path(__file__).with_name("policy.yaml"), confirmation="argument")
 
 if __name__ == "__main__":
     mcp.run("stdio")
