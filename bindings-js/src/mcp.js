@@ -4,9 +4,33 @@
 // tool's handler runs: the handler gets exactly the arguments the engine
 // forwards, a blocked call gets exactly the engine's blocked result. This
 // host never adds, removes or reads the confirmation fields itself.
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { callJson, sortedJson } from './calljson.js';
 import { Toolgate } from './index.js';
+
+/**
+ * The low-level `Server` inside an McpServer → that McpServer, recorded when
+ * McpServer installs its tools handlers there (`setToolRequestHandlers`, run
+ * by the first `registerTool` / `tool()` or by a `tools` capability given to
+ * its constructor). Guarding that `Server` instead of the McpServer would
+ * decide on the arguments as sent and let the handlers get the output of
+ * their zod schemas undecided, so guardServer refuses it. The wrapper only
+ * records the pair; McpServer's own method runs as before.
+ * @type {WeakMap<object, object>}
+ */
+const toolsOwner = new WeakMap();
+{
+  const proto = /** @type {any} */ (McpServer.prototype);
+  const install = proto.setToolRequestHandlers;
+  if (typeof install === 'function') {
+    proto.setToolRequestHandlers = function (/** @type {any[]} */ ...args) {
+      if (this?.server && typeof this.server === 'object') toolsOwner.set(this.server, this);
+      return install.apply(this, args);
+    };
+  }
+}
+const OWNED_SERVER = 'this Server belongs to an McpServer (McpServer installed its tools handlers): guard the McpServer itself, guardServer(mcpServer, options), not mcpServer.server, so that the arguments its zod schemas hand the tool handlers are decided too';
 
 /**
  * @typedef {object} GuardOptions
@@ -28,18 +52,28 @@ import { Toolgate } from './index.js';
  *   Without `gate`: called after each load of the derived catalog (the gate,
  *   or the error that refused it).
  * @property {(extra: any, request: any) => import('./core.js').ContextInput | Promise<import('./core.js').ContextInput>} [context]
- *   The per-request context. Default: confirming surface, scopes from `extra.authInfo` when present.
+ *   The per-request context. Default (`defaultContext`): confirming surface,
+ *   scopes from `extra.authInfo` when present, else no scope check, which is
+ *   right only for a server without authentication: the middleware cannot
+ *   tell whether auth is installed, so a server with it should pass
+ *   `(extra) => ({ surface: 'confirming', scopes: extra?.authInfo?.scopes ?? [] })`
+ *   so that a request without a token is granted no scope.
  * @property {'argument' | 'none'} [confirmation]
  *   How a call that needs confirmation gets it (the engine's confirmation
- *   source). `'argument'` (default): the model's literal `confirmed: true`
- *   counts, the seed runtime's path, for a server author who keeps turn state
- *   (the model sets it after the person said yes). `'none'`: the model's
- *   confirmation fields never count, so a write that needs confirmation is
- *   always denied here: it can only run after a person confirmed it through
- *   the host (an elicitation, an approval, a seal: `Toolgate#decide` with
- *   `'person'` or a seal), which this middleware does not do.
+ *   source). `'none'` (default): the model's confirmation fields never count,
+ *   so a write that needs confirmation is always denied here: it can only run
+ *   after a person confirmed it through the host (an elicitation, an
+ *   approval, a seal: `Toolgate#decide` with `'person'` or a seal), which this
+ *   middleware does not do. `'argument'` (opt-in only): the model's literal
+ *   `confirmed: true` counts, the seed runtime's path, for a server author who
+ *   keeps turn state and trusts the model to set it only after the person said
+ *   yes (SPEC §8: the model's word counts only where the host is configured to
+ *   trust it; a default is not a configuration).
  * @property {(decision: import('./core.js').Decision, info: { name: string, extra: any }) => void} [onDecision]
- *   Called with every decision (audit).
+ *   Called with every decision (audit). It cannot change the call: what is
+ *   enforced (allow or deny, the arguments forwarded, the result answered) is
+ *   read from the engine's bytes before it runs, and `decision.toJSON()` is a
+ *   fresh copy. A hook that throws stops the call: no handler runs.
  */
 /**
  * @typedef {object} ToolErrorResult
@@ -98,17 +132,24 @@ export function unknownToolResult(name) {
 }
 
 /**
- * The tool result for a denied outcome, or null when it is allowed: the
- * engine's blocked result (the decision JSON as text and, unless the tool's
- * catalog entry declares an `outputSchema`, as `structuredContent`), or, with
- * none (`NOT_FOUND`), the SDK's answer for a tool it does not have.
+ * What the middleware enforces for one outcome, taken from the engine's bytes
+ * before any hook sees the decision: allowed only when the engine forwards
+ * arguments and its decision says `ok` (the two agree, or `decide` already
+ * made it an `ENGINE_TRAP`); then `forward` is a fresh parse of the forwarded
+ * arguments. Denied: the engine's blocked result (the decision JSON as text
+ * and, unless the tool's catalog entry declares an `outputSchema`, as
+ * `structuredContent`), or, with none (`NOT_FOUND`), the SDK's answer for a
+ * tool it does not have.
  * @param {string} name
  * @param {import('./core.js').CallOutcome} outcome
- * @returns {Record<string, unknown> | null}
+ * @returns {{ forward: Record<string, unknown>, denied: null } | { forward: null, denied: Record<string, unknown> }}
  */
-function deniedResult(name, outcome) {
-  if (outcome.ok) return null;
-  return outcome.blockedResult ?? unknownToolResult(name);
+function enforced(name, outcome) {
+  if (outcome.forwardJson !== null && outcome.decision.ok) {
+    return { forward: JSON.parse(outcome.forwardJson), denied: null };
+  }
+  const denied = outcome.blockedResultJson !== null ? JSON.parse(outcome.blockedResultJson) : unknownToolResult(name);
+  return { forward: null, denied };
 }
 
 const isPlainObject = (/** @type {unknown} */ v) => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -116,7 +157,9 @@ const isPlainObject = (/** @type {unknown} */ v) => v !== null && typeof v === '
 /**
  * The default per-request context: the confirming surface, and the scopes of
  * the request's auth info when the transport authenticated it (no auth info:
- * no scope check).
+ * no scope check, even where the server has authentication installed but this
+ * request reached the guard without a token; such servers should give a
+ * `context` that answers `scopes: []` when `extra.authInfo` is absent).
  * @param {any} extra
  * @returns {{ surface: 'confirming', scopes?: string[] }}
  */
@@ -135,6 +178,9 @@ export function defaultContext(extra) {
  */
 export function guardServer(guarded, options) {
   const target = /** @type {any} */ (guarded);
+  if (target && typeof target === 'object' && toolsOwner.has(target)) {
+    throw new TypeError(`guardServer: ${OWNED_SERVER}`);
+  }
   const { gate: fixedGate } = options ?? {};
   if (fixedGate !== undefined && (!fixedGate || typeof fixedGate.decide !== 'function')) throw new TypeError('guardServer: gate must be a Toolgate');
   if (fixedGate === undefined && typeof target?.registerTool !== 'function') {
@@ -144,7 +190,9 @@ export function guardServer(guarded, options) {
   const policy = options.policy ?? null;
   if (policy !== null && typeof policy !== 'string') throw new TypeError('guardServer: policy must be the policy text (a string) or null');
   const contextOf = options.context ?? defaultContext;
-  const confirmation = options.confirmation ?? 'argument';
+  // SPEC §8: the model's own `confirmed: true` counts only where the host is
+  // configured to trust it, so `'argument'` must be asked for.
+  const confirmation = options.confirmation ?? 'none';
   if (!CONFIRMATIONS.includes(confirmation)) throw new TypeError("confirmation must be 'argument' or 'none'");
   if ('structuredContent' in options) {
     throw new TypeError('the structuredContent option was removed: the engine leaves structuredContent out of a blocked result for tools whose catalog entry declares an outputSchema');
@@ -220,6 +268,9 @@ export function guardServer(guarded, options) {
 
   /**
    * Decides one call through the engine's pipeline; reports the decision.
+   * What is enforced (allow or deny, the arguments to forward, the result to
+   * answer with) is read before `onDecision` runs, so the hook sees the
+   * decision and can change nothing about the call.
    * @param {import('./core.js').Toolgate} gate
    * @param {string} name (anything else, from a malformed request, is written as it is for the engine to refuse)
    * @param {unknown} args
@@ -230,8 +281,9 @@ export function guardServer(guarded, options) {
     // The exact values the handler gets: nothing JSON cannot say is rewritten
     // (calljson.js); Infinity, NaN and the like are refused by the engine.
     const outcome = gate.decide(callJson(name, args), context, confirmation);
+    const result = enforced(name, outcome);
     options.onDecision?.(outcome.decision, { name, extra });
-    return outcome;
+    return result;
   };
 
   /** @param {(request: any, extra: any) => Promise<any>} inner */
@@ -272,6 +324,10 @@ export function guardServer(guarded, options) {
     // the fallback handler, would get it undecided, and `tools[["x"]]` is
     // `tools.x`.
     const name = params?.name;
+    // An McpServer that installed its tools handlers on a Server guarded as a
+    // low-level one (its first registerTool came after guardServer): its zod
+    // output would reach the handlers undecided, so nothing runs.
+    if (!mcpServer && toolsOwner.has(server)) return { content: [{ type: 'text', text: `toolgate: ${OWNED_SERVER}; no tool runs` }], isError: true };
     let gate;
     try {
       gate = await gateNow();
@@ -279,11 +335,9 @@ export function guardServer(guarded, options) {
       return notLoaded(e);
     }
     const context = await contextOf(extra, request);
-    const outcome = decide(gate, name, params?.arguments, context, extra);
-    const denied = deniedResult(name, outcome);
+    const { forward, denied } = decide(gate, name, params?.arguments, context, extra);
     if (denied) return denied;
     // Allowed: the handler gets exactly the arguments the engine forwards.
-    const forward = /** @type {Record<string, unknown>} */ (outcome.forward);
     if (mcpServer && extra && typeof extra === 'object') {
       allowed.set(extra, { gate, name, sent: params.arguments, forward, forwarded: sortedJson(forward), context });
     }
@@ -330,10 +384,9 @@ export function guardServer(guarded, options) {
         return notLoaded(e);
       }
     }
-    const outcome = decide(gate, name, decided, context, extra);
-    const denied = deniedResult(name, outcome);
+    const { forward, denied } = decide(gate, name, decided, context, extra);
     if (denied) return denied;
-    return run(isPlainObject(args) ? outcome.forward : args);
+    return run(isPlainObject(args) ? forward : args);
   };
 
   // McpServer: every path to a tool handler passes executeToolHandler (the
@@ -349,8 +402,14 @@ export function guardServer(guarded, options) {
     if (typeof polling === 'function') {
       mcpServer.handleAutomaticTaskPolling = async function (/** @type {any} */ tool, /** @type {any} */ request, /** @type {any} */ extra) {
         const args = await this.validateToolInput(tool, request?.params?.arguments, request?.params?.name);
-        // The polling path validates the request again itself (it cannot be handed other arguments).
-        return checkHandlerArgs(tool, args, extra, () => polling.call(this, tool, request, extra));
+        // The SDK's polling validates the request again and hands createTask
+        // that second output, which a stateful schema (a counter, a default
+        // from the clock) can make differ from the one checked here: it runs
+        // with a `this` whose validateToolInput answers the checked arguments.
+        return checkHandlerArgs(tool, args, extra, (forward) => {
+          const checked = Object.create(this, { validateToolInput: { value: async () => forward } });
+          return polling.call(checked, tool, request, extra);
+        });
       };
     }
   }

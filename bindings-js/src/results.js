@@ -42,7 +42,15 @@ import { EngineLimitError, EngineOutOfMemoryError, EngineTrapError } from './err
  * @property {{ readOnlyHint?: boolean, destructiveHint?: boolean, idempotentHint?: boolean, openWorldHint?: boolean, [k: string]: unknown }} [annotations]
  */
 
-/** A decision: the engine's canonical JSON (`json`, exact bytes) and its typed form. */
+/**
+ * A decision: the engine's canonical JSON (`json`, exact bytes) and its typed form.
+ *
+ * `ok` is always read from the bytes, never from the parsed object: `value`
+ * (and the getters built on it: `error`, `metadata`, `code`, …) is one parsed
+ * object, kept and shared, that a caller could edit; `toJSON()` hands out a
+ * fresh copy each time. So an audit hook that edits what it was given cannot
+ * turn a deny into an allow (`bindings-js/test/mcp-hooks.test.mjs`).
+ */
 export class Decision {
   /** @type {DecisionValue | undefined} */
   #value;
@@ -55,20 +63,19 @@ export class Decision {
   constructor(json) {
     this.json = json;
   }
-  /** The parsed decision object. @returns {DecisionValue} */
+  /** The parsed decision object (parsed once, then the same object: edit `toJSON()`'s copy instead). @returns {DecisionValue} */
   get value() { return this.#value ??= JSON.parse(this.json); }
   /**
-   * Whether the call is allowed. SPEC §5: the canonical writer puts `ok` first
-   * (`{"ok":true,` / `{"ok":false,`), so it is read from the bytes without
-   * parsing them (a parse is ~15 % of a decision in Node); anything else is parsed.
+   * Whether the call is allowed, read from the bytes. SPEC §5: the canonical
+   * writer puts `ok` first (`{"ok":true,` / `{"ok":false,`), so no parse is
+   * needed (a parse is ~15 % of a decision in Node); anything else is parsed
+   * afresh, never taken from `value`, which a caller may have edited.
    * @returns {boolean}
    */
   get ok() {
-    if (this.#value === undefined) {
-      if (this.json.startsWith('{"ok":true,')) return true;
-      if (this.json.startsWith('{"ok":false,')) return false;
-    }
-    return this.value.ok === true;
+    if (this.json.startsWith('{"ok":true,')) return true;
+    if (this.json.startsWith('{"ok":false,')) return false;
+    return JSON.parse(this.json)?.ok === true;
   }
   /** @returns {DecisionErrorBody | null} */
   get error() { return this.value.error; }
@@ -81,8 +88,8 @@ export class Decision {
   /** @returns {boolean} */
   get retryable() { return this.value.error?.retryable ?? false; }
   toString() { return this.json; }
-  /** @returns {DecisionValue} */
-  toJSON() { return this.value; }
+  /** A fresh copy of the parsed decision (a new object on every call: editing it changes nothing here). @returns {DecisionValue} */
+  toJSON() { return JSON.parse(this.json); }
 }
 
 /** The `tools/list` result a context may see (`json`: exact bytes). */
@@ -102,8 +109,8 @@ export class ToolList {
   /** @returns {string[]} */
   get names() { return this.tools.map((t) => t.name); }
   toString() { return this.json; }
-  /** @returns {{ tools: ListedTool[] }} */
-  toJSON() { return this.value; }
+  /** A fresh copy of the parsed list (a new object on every call). @returns {{ tools: ListedTool[] }} */
+  toJSON() { return JSON.parse(this.json); }
 }
 
 /** The transactional runtime's state after a turn (SPEC §6; `json`: exact bytes). */
@@ -119,8 +126,8 @@ export class TurnState {
   /** @returns {Record<string, any>} */
   get value() { return this.#value ??= JSON.parse(this.json); }
   toString() { return this.json; }
-  /** @returns {Record<string, any>} */
-  toJSON() { return this.value; }
+  /** A fresh copy of the parsed state (a new object on every call). @returns {Record<string, any>} */
+  toJSON() { return JSON.parse(this.json); }
 }
 
 /**

@@ -94,9 +94,25 @@ test('McpServer.registerTool and tool(): the catalog is derived from the server,
   }
 });
 
-test('default confirmation (argument): the model\'s confirmed: true runs the write, the handler gets the engine\'s arguments', async () => {
+test('default confirmation (none): the model\'s confirmed: true does not run the write (SPEC §8)', async () => {
   const { server, ran } = notesServer();
   guardServer(server, { policy: POLICY });
+  const client = await connect(server);
+  try {
+    for (const args of [{ id: 'n1', confirmed: true }, { id: 'n1', confirmed: true, confirmation: true }]) {
+      const del = await client.callTool({ name: 'delete_note', arguments: args });
+      assert.equal(codeOf(del), 'CONFIRMATION_REQUIRED', JSON.stringify(del));
+    }
+    assert.deepEqual(ran, [], 'the handler never ran');
+  } finally {
+    await client.close();
+  }
+});
+
+test('confirmation: \'argument\' (asked for): the model\'s confirmed: true runs the write, the handler gets the engine\'s arguments', async () => {
+  const { server, ran } = notesServer();
+  // Opt-in: this server trusts the model to confirm only after the person said yes.
+  guardServer(server, { policy: POLICY, confirmation: 'argument' });
   const client = await connect(server);
   try {
     const del = await client.callTool({ name: 'delete_note', arguments: { id: 'n1', confirmed: true } });
@@ -192,5 +208,5 @@ test('no policy: the catalog\'s own fields (the tools\' annotations) decide', as
 test('guardServer argument errors', () => {
   const { server } = notesServer();
   assert.throws(() => guardServer(server, { policy: /** @type {any} */ (42) }), TypeError);
-  assert.throws(() => guardServer(server.server, { policy: POLICY }), /needs \{ gate: Toolgate \}/);
+  assert.throws(() => guardServer(server.server, { policy: POLICY }), /guard the McpServer itself/);
 });

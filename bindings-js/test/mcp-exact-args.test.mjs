@@ -174,7 +174,9 @@ test('McpServer: a re-decision keeps the engine fields the handler never gets (c
   const ran = [];
   const server = new McpServer({ name: 'zod', version: '1' });
   server.registerTool('close_account', { inputSchema: { amount: z.coerce.number() } }, async (args) => { ran.push(args); return { content: [] }; });
-  const client = await connect(guardServer(server, { gate }));
+  // 'argument' asked for explicitly (the default is 'none'): the model's
+  // confirmed: true must count here for the re-decision to have one to keep.
+  const client = await connect(guardServer(server, { gate, confirmation: 'argument' }));
   try {
     const unconfirmed = await client.callTool({ name: 'close_account', arguments: { amount: 5 } });
     assert.equal(JSON.parse(unconfirmed.content[0].text).error.code, 'CONFIRMATION_REQUIRED');

@@ -138,7 +138,9 @@ test('McpServer: hidden tool = the SDK\'s unknown-tool answer; confirmed strippe
   const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
   const ran = [];
   let surface = 'direct';
-  const guarded = guardServer(plansServer(ran), { gate, context: () => ({ surface }) });
+  // 'argument' asked for explicitly (the default is 'none'): this test runs a
+  // write the model marked confirmed: true, the seed runtime's path.
+  const guarded = guardServer(plansServer(ran), { gate, context: () => ({ surface }), confirmation: 'argument' });
   const client = await connect(guarded);
   // The same SDK, unguarded, asked for a tool it does not have.
   const bareServer = new McpServer({ name: 'bare', version: '1' });
@@ -234,6 +236,43 @@ test('default context: scopes from the request\'s auth info', async () => {
   await withScope.close();
 });
 
+test('no auth info: the default context does no scope check (documented); the README\'s callback for servers with auth grants nothing', async () => {
+  const published = JSON.stringify({ formatVersion: 1, tools: [
+    { name: 'read_a', description: 'reads', effect: 'read', scopes: ['a:read'], inputSchema: { type: 'object', properties: {} } },
+  ] });
+  const gate = await Toolgate.load({ catalog: published });
+  for (const [label, context, expected] of /** @type {const} */ ([
+    ['default', undefined, 'ran'],
+    ['README callback', (/** @type {any} */ extra) => ({ surface: 'confirming', scopes: extra?.authInfo?.scopes ?? [] }), 'SCOPE_DENIED'],
+  ])) {
+    const server = new McpServer({ name: 's', version: '1' });
+    const ran = [];
+    server.registerTool('read_a', { inputSchema: {} }, async () => { ran.push('read_a'); return { content: [] }; });
+    guardServer(server, { gate, ...(context ? { context } : {}) });
+    const client = await connect(server); // no authInfo on any request
+    try {
+      const r = await client.callTool({ name: 'read_a', arguments: {} });
+      if (expected === 'ran') {
+        assert.ok(!r.isError, `${label}: ${JSON.stringify(r)}`);
+        assert.deepEqual(ran, ['read_a'], label);
+      } else {
+        assert.equal(JSON.parse(/** @type {any} */ (r).content[0].text).error.code, expected, label);
+        assert.deepEqual(ran, [], label);
+        assert.deepEqual((await client.listTools()).tools, [], label);
+      }
+    } finally {
+      await client.close();
+    }
+  }
+  // And with a token, the callback gives its scopes as the default does.
+  const server = new McpServer({ name: 's', version: '1' });
+  server.registerTool('read_a', { inputSchema: {} }, async () => ({ content: [] }));
+  guardServer(server, { gate, context: (extra) => ({ surface: 'confirming', scopes: extra?.authInfo?.scopes ?? [] }) });
+  const withScope = await connect(server, { token: 't', clientId: 'c', scopes: ['a:read'] });
+  assert.ok(!(await withScope.callTool({ name: 'read_a', arguments: {} })).isError);
+  await withScope.close();
+});
+
 test('blocked results are the engine\'s blocked_result bytes (tests/vectors/pipeline-output-schema.json), through the SDK\'s server and client', async () => {
   const file = loadVectorFile(join(vectorsDir, 'pipeline-output-schema.json'));
   const gate = await Toolgate.load({ policy: file.policy_text ?? undefined, catalog: file.catalog_text });
@@ -273,7 +312,7 @@ test('blocked results are the engine\'s blocked_result bytes (tests/vectors/pipe
   }
 });
 
-test('guardServer confirmation: \'none\' blocks a write even with the model\'s confirmed: true; \'argument\' (default) lets it count', async () => {
+test('guardServer confirmation: \'none\' (default) blocks a write even with the model\'s confirmed: true; \'argument\' (asked for) lets it count', async () => {
   const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
   const args = { customer_id: '1', new_plan_id: 'GOLD', confirmed: true };
   for (const confirmation of /** @type {const} */ (['none', 'argument', undefined])) {
@@ -281,7 +320,8 @@ test('guardServer confirmation: \'none\' blocks a write even with the model\'s c
     const client = await connect(guardServer(plansServer(ran), { gate, context: () => ({ surface: 'confirming' }), ...(confirmation ? { confirmation } : {}) }));
     try {
       const r = await client.callTool({ name: 'alterar_plano', arguments: args });
-      if (confirmation === 'none') {
+      // SPEC §8: without the option the model's own confirmation never counts.
+      if (confirmation !== 'argument') {
         const expected = gate.decide({ name: 'alterar_plano', arguments: args }, { surface: 'confirming' }, 'none');
         assert.equal(expected.decision.code, 'CONFIRMATION_REQUIRED');
         assert.deepEqual(r, expected.blockedResult);
@@ -294,6 +334,7 @@ test('guardServer confirmation: \'none\' blocks a write even with the model\'s c
         assert.equal(JSON.parse(cancel.content[0].text).error.code, 'CONFIRMATION_REQUIRED');
         assert.equal(ran.length, 1);
       } else {
+        // Only where the host asked for it.
         assert.ok(!r.isError, JSON.stringify(r));
         assert.deepEqual(ran, [{ name: 'alterar_plano', args: { customer_id: '1', new_plan_id: 'GOLD' } }], 'forwarded exactly, without the undeclared field');
       }

@@ -45,6 +45,13 @@ const surface = process.env.TOOLGATE_SURFACE ?? 'confirming';
 const scopes = process.env.TOOLGATE_SCOPES;
 guardServer(server, {
   gate,
+  // The seed runtime's contract, which this example reproduces: the model
+  // sends `confirmed: true` only after the person said yes in the
+  // conversation, and this server trusts it to. The middleware's default
+  // ('none') never counts the model's word; 'argument' is that trust, asked
+  // for here on purpose. A server whose client can be asked (elicitation)
+  // should keep 'none' and confirm through the host instead.
+  confirmation: 'argument',
   // Per request: scopes from the transport's auth info when there is one,
   // else from this route's configuration.
   context: (extra) => ({

@@ -27,5 +27,9 @@ server.registerTool('refund_order', {
 });
 
 // The catalog is derived from the tools registered above; policy.yaml says what each may do.
-guardServer(server, { policy: readFileSync(new URL('./policy.yaml', import.meta.url), 'utf8') });
+// confirmation: 'argument' makes the model's own `confirmed: true` count, which this quick start
+// means: its client plays a model that sends it only after the person said yes. Without it
+// ('none', the default) the model's word never counts (SPEC §8) and refund_order cannot run
+// here; a server whose client can be asked should keep 'none' and confirm through the host.
+guardServer(server, { policy: readFileSync(new URL('./policy.yaml', import.meta.url), 'utf8'), confirmation: 'argument' });
 await server.connect(new StdioServerTransport());

@@ -1,0 +1,132 @@
+// Review 2 (bindings), findings 4 and 8: paths of the SDK's McpServer where
+// the arguments a handler gets could differ from those decided.
+// - 4: guarding McpServer's low-level `.server` would decide on the arguments
+//   as sent and hand the handlers their zod output undecided: refused, at
+//   guardServer or, when McpServer installs its tools handlers later, per call.
+// - 8: an optional-task tool called without a task: createTask gets exactly
+//   the arguments checked, not those of a second validation.
+// Driven by the SDK's real Client in memory.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
+import { z } from 'zod';
+import { Toolgate } from '../src/index.js';
+import { guardServer } from '../src/mcp.js';
+
+const catalog = JSON.stringify({ formatVersion: 1, tools: [
+  { name: 'pay', description: 'pays', effect: 'read', inputSchema: { type: 'object', properties: { amount: { type: ['number', 'string'], maximum: 100 } } } },
+] });
+const gate = await Toolgate.load({ catalog });
+
+async function connect(/** @type {any} */ server) {
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 't', version: '1' });
+  await client.connect(clientSide);
+  return client;
+}
+
+/** A tool whose zod schema turns the 5 the engine allows into 5000, which it denies (maximum 100). */
+function payServer(/** @type {any[]} */ ran, /** @type {any} */ options) {
+  const mcp = new McpServer({ name: 's', version: '1' }, options);
+  const register = () => mcp.registerTool('pay', { inputSchema: { amount: z.string().transform((s) => Number(s) * 1000) }, annotations: { readOnlyHint: true } },
+    async ({ amount }) => { ran.push(amount); return { content: [{ type: 'text', text: String(amount) }] }; });
+  return { mcp, register };
+}
+
+test('guardServer refuses the low-level Server of an McpServer, pointing to the McpServer itself', async () => {
+  const ran = [];
+  const { mcp, register } = payServer(ran);
+  register();
+  assert.throws(() => guardServer(mcp.server, { gate }), (e) => e instanceof TypeError && /guard the McpServer itself/.test(e.message));
+  assert.throws(() => guardServer(mcp.server, { policy: null }), (e) => e instanceof TypeError && /guard the McpServer itself/.test(e.message));
+  // A tools capability given to the constructor installs the handlers at once.
+  const withCapability = payServer(ran, { capabilities: { tools: {} } }).mcp;
+  assert.throws(() => guardServer(withCapability.server, { gate }), /guard the McpServer itself/);
+  // Nothing was guarded by the refused calls: the McpServer itself can be, and its zod output is decided.
+  const client = await connect(guardServer(mcp, { gate }));
+  try {
+    const r = await client.callTool({ name: 'pay', arguments: { amount: '5' } });
+    assert.equal(r.isError, true, JSON.stringify(r));
+    assert.equal(/** @type {any} */ (r).content[0].text, gate.evaluate('{"name":"pay","arguments":{"amount":5000}}').json);
+    assert.deepEqual(ran, []);
+  } finally {
+    await client.close();
+  }
+});
+
+test('an McpServer whose first tool comes after its .server was guarded: every call is refused, no handler runs', async () => {
+  const ran = [];
+  const { mcp, register } = payServer(ran);
+  guardServer(mcp.server, { gate }); // no tools handlers yet: not known to be McpServer's
+  register();
+  const client = await connect(mcp);
+  try {
+    for (const amount of ['5', '0']) {
+      const r = await client.callTool({ name: 'pay', arguments: { amount } });
+      assert.equal(r.isError, true, JSON.stringify(r));
+      assert.match(/** @type {any} */ (r).content[0].text, /guard the McpServer itself/);
+    }
+    assert.deepEqual(ran, [], 'the handler never ran');
+  } finally {
+    await client.close();
+  }
+});
+
+/** An optional-task tool (registerToolTask, taskSupport 'optional') whose zod transform is given. */
+function taskServer(/** @type {(a: number) => number} */ transform, /** @type {any[]} */ ran) {
+  const mcp = new McpServer({ name: 's', version: '1' }, { capabilities: { tools: {}, tasks: { requests: { tools: { call: {} } } } }, taskStore: new InMemoryTaskStore() });
+  mcp.experimental.tasks.registerToolTask('pay', {
+    inputSchema: { amount: z.number().transform(transform) },
+    execution: { taskSupport: 'optional' },
+  }, {
+    createTask: async (/** @type {any} */ { amount }, /** @type {any} */ extra) => {
+      ran.push(amount);
+      const task = await extra.taskStore.createTask({ ttl: 60000, pollInterval: 10 });
+      await extra.taskStore.storeTaskResult(task.taskId, 'completed', { content: [{ type: 'text', text: `paid ${amount}` }] });
+      return { task };
+    },
+    getTask: async (/** @type {any} */ _a, /** @type {any} */ extra) => extra.taskStore.getTask(extra.taskId),
+    getTaskResult: async (/** @type {any} */ _a, /** @type {any} */ extra) => extra.taskStore.getTaskResult(extra.taskId),
+  });
+  return mcp;
+}
+
+test('optional-task tool called without a task: createTask gets the arguments checked, not a second validation\'s', async () => {
+  const catalogNum = JSON.stringify({ formatVersion: 1, tools: [
+    { name: 'pay', description: 'pays', effect: 'read', inputSchema: { type: 'object', properties: { amount: { type: 'number', maximum: 100 } } } },
+  ] });
+  const g = await Toolgate.load({ catalog: catalogNum });
+  // A stateful schema: the first validation gives 5, any later one 5000.
+  let n = 0;
+  /** @type {any[]} */
+  const ran = [];
+  /** @type {(string | null)[]} */
+  const decided = [];
+  const client = await connect(guardServer(taskServer((a) => (++n === 1 ? a : a * 1000), ran), { gate: g, onDecision: (d) => decided.push(d.code) }));
+  try {
+    const r = await client.callTool({ name: 'pay', arguments: { amount: 5 } });
+    assert.ok(!r.isError, JSON.stringify(r));
+    assert.deepEqual(ran, [5], 'createTask got the checked 5');
+    assert.equal(/** @type {any} */ (r).content[0].text, 'paid 5');
+    assert.equal(n, 1, 'validated once');
+    assert.deepEqual(decided, [null]);
+  } finally {
+    await client.close();
+  }
+  // Control: a schema whose output differs from what was sent is decided again and denied.
+  /** @type {any[]} */
+  const ran2 = [];
+  const client2 = await connect(guardServer(taskServer((a) => a * 1000, ran2), { gate: g }));
+  try {
+    const r = await client2.callTool({ name: 'pay', arguments: { amount: 5 } });
+    assert.equal(r.isError, true, JSON.stringify(r));
+    assert.equal(/** @type {any} */ (r).content[0].text, g.evaluate('{"name":"pay","arguments":{"amount":5000}}').json);
+    assert.deepEqual(ran2, []);
+  } finally {
+    await client2.close();
+  }
+});
