@@ -775,13 +775,18 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         report: drop_report(),
         in_flight: Arc::default(),
         owners: Arc::new(crate::owners::Owners::new(sessions.clone())),
+        body_wait: crate::http::BODY_WAIT,
     });
     let pages = with_pages.then(|| approve_router(&config, local, public));
     let metrics = config.metrics.clone();
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),
         sessions,
-        StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
+        // The gate reads and bounds every body first (`MAX_MESSAGE_BYTES`,
+        // answered in JSON-RPC); the session layer's own bound is the same.
+        StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_max_request_body_bytes(crate::gate::MAX_MESSAGE_BYTES),
     );
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)

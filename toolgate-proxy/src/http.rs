@@ -26,6 +26,8 @@ pub struct GateState {
     pub in_flight: Arc<Mutex<HashSet<(String, String)>>>,
     /// Who opened each session: another caller naming it is refused.
     pub owners: Arc<Owners>,
+    /// How long a request's body is waited for (`BODY_WAIT`).
+    pub body_wait: std::time::Duration,
 }
 
 /// Frees a request's id when its response body is done (or dropped).
@@ -82,6 +84,16 @@ fn session_closed(mut response: Response) -> Response {
     response
 }
 
+/// How long a request's body is waited for.
+pub const BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
+}
+
 /// The most of a refused request's body read so the connection can stay open.
 const DRAIN_BYTES: usize = 64 * 1024;
 /// How long a refused request's body is waited for.
@@ -95,17 +107,12 @@ const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// closing socket ("Server disconnected without sending a response"). A body
 /// longer than `DRAIN_BYTES` or slower than `DRAIN_WAIT` is not waited for:
 /// the answer says `Connection: close`, so the client does not reuse it.
-pub(crate) async fn answer_after_body(body: Body, mut answer: Response) -> Response {
+pub(crate) async fn answer_after_body(body: Body, answer: Response) -> Response {
     let drained = matches!(
         tokio::time::timeout(DRAIN_WAIT, read_body(body, 0, DRAIN_BYTES)).await,
         Ok(Some((_, total))) if total <= DRAIN_BYTES
     );
-    if !drained {
-        answer
-            .headers_mut()
-            .insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
-    }
-    answer
+    if drained { answer } else { closing(answer) }
 }
 
 /// A JSON response (axum's `json` feature is left off to keep the build lean).
@@ -163,17 +170,29 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    // The whole body is read (an over-long one to its end, so its size is
-    // known); `MAX_MESSAGE_BYTES + 1` bytes are enough to tell an over-long
-    // one and to find its id.
-    let Some((bytes, total)) = read_body(body, MAX_MESSAGE_BYTES + 1, usize::MAX).await else {
+    // `MAX_MESSAGE_BYTES + 1` bytes are enough to tell an over-long body
+    // and to find its id; no more is read (nor kept), and a body is waited
+    // for at most `body_wait`, so a client cannot hold the gateway's memory
+    // with bodies it sends slowly or without end.
+    let read = tokio::time::timeout(
+        state.body_wait,
+        read_body(body, MAX_MESSAGE_BYTES + 1, MAX_MESSAGE_BYTES),
+    )
+    .await;
+    let Ok(read) = read else {
+        return closing((StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time").into_response());
+    };
+    let Some((bytes, total)) = read else {
         return StatusCode::BAD_REQUEST.into_response();
     };
-    let admission = if total > bytes.len() {
-        gate::too_large(&bytes)
-    } else {
-        gate::admit(&bytes, &state.relay)
-    };
+    if total > MAX_MESSAGE_BYTES {
+        // The rest of the body is left unread: the connection is not reused.
+        return closing(json(
+            StatusCode::BAD_REQUEST,
+            &gate::too_large(&bytes).answer().unwrap_or_default(),
+        ));
+    }
+    let admission = gate::admit(&bytes, &state.relay);
     match admission {
         Admission::Admit(message) => {
             // Ids are per session; a request without a session (initialize)
@@ -286,6 +305,84 @@ mod tests {
         let chunks = futures_util::stream::iter((0..10).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 100]))));
         let (kept, total) = read_body(Body::from_stream(chunks), 0, 250).await.unwrap();
         assert_eq!((kept.len(), total), (0, 300));
+    }
+
+    /// A gate in front of a handler that counts what reaches it, served on
+    /// a loopback port; raw HTTP/1.1 on a socket, so a body can be sent
+    /// without end or not at all.
+    async fn gated(body_wait: std::time::Duration) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+        let reached = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = reached.clone();
+        let state = Arc::new(GateState {
+            relay: RelayList::default(),
+            report: Arc::new(|_: &str, _: &str| {}),
+            in_flight: Arc::default(),
+            owners: Arc::new(Owners::new(Arc::new(LocalSessionManager::default()))),
+            body_wait,
+        });
+        let router = axum::Router::new()
+            .route(
+                "/mcp",
+                axum::routing::post(move || {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    async { StatusCode::OK }
+                }),
+            )
+            .layer(axum::middleware::from_fn_with_state(state, gate));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        (addr, reached)
+    }
+
+    /// Sends `head` then `chunk` again and again (none: nothing more) until
+    /// the server answers; the answer's head.
+    async fn answer_to(addr: std::net::SocketAddr, head: &str, chunk: Option<&[u8]>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut read, mut write) = stream.into_split();
+        write.write_all(head.as_bytes()).await.unwrap();
+        if let Some(chunk) = chunk {
+            let chunk = chunk.to_vec();
+            tokio::spawn(async move {
+                let framed = [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk, b"\r\n".to_vec()].concat();
+                while write.write_all(&framed).await.is_ok() {}
+            });
+        } else {
+            tokio::spawn(async move {
+                std::future::pending::<()>().await;
+                drop(write);
+            });
+        }
+        let mut answer = vec![0u8; 4096];
+        let n = read.read(&mut answer).await.unwrap();
+        String::from_utf8_lossy(answer.get(..n).unwrap_or_default()).into_owned()
+    }
+
+    /// A body without end is read only up to the bound, answered `-32600`
+    /// and the connection closed; nothing reaches the session.
+    #[tokio::test]
+    async fn a_body_without_end_is_refused_at_the_bound() {
+        let (addr, reached) = gated(BODY_WAIT).await;
+        let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let answer = answer_to(addr, head, Some(&[b' '; 1 << 16])).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+        assert!(answer.contains("-32600") && answer.contains("larger than"), "{answer}");
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    /// A body that does not come is waited for only `body_wait`.
+    #[tokio::test]
+    async fn a_body_that_does_not_come_is_not_waited_for() {
+        let (addr, reached) = gated(std::time::Duration::from_millis(300)).await;
+        let head =
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
+        let answer = answer_to(addr, head, None).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
     #[test]
