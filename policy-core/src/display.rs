@@ -80,8 +80,11 @@ pub fn is_default_ignorable(c: char) -> bool {
 /// A character a person reading a tool name cannot see, or cannot tell from
 /// another: general category Cf (format: zero-width, bidi controls, BOM,
 /// tags, Egyptian hieroglyph format controls, prepended concatenation
-/// marks), Zs (spaces), Zl, Zp, every `Default_Ignorable_Code_Point`, and
-/// characters that render blank (BRAILLE PATTERN BLANK, ...).
+/// marks), Zs (spaces), Zl, Zp, Co (private use: no glyph in the fonts a
+/// person reads with, so it renders as nothing or a box easily missed), Cn
+/// (unassigned code points and noncharacters, likewise), every
+/// `Default_Ignorable_Code_Point`, and characters that render blank (BRAILLE
+/// PATTERN BLANK, ...).
 pub fn is_invisible(c: char) -> bool {
     matches!(
         get_general_category(c),
@@ -89,6 +92,8 @@ pub fn is_invisible(c: char) -> bool {
             | GeneralCategory::SpaceSeparator
             | GeneralCategory::LineSeparator
             | GeneralCategory::ParagraphSeparator
+            | GeneralCategory::PrivateUse
+            | GeneralCategory::Unassigned
     ) || is_default_ignorable(c)
         || RENDERS_BLANK.contains(&c)
 }
@@ -179,6 +184,8 @@ mod tests {
                     | GeneralCategory::SpaceSeparator
                     | GeneralCategory::LineSeparator
                     | GeneralCategory::ParagraphSeparator
+                    | GeneralCategory::PrivateUse
+                    | GeneralCategory::Unassigned
             );
             let expected = by_category || is_default_ignorable(c) || RENDERS_BLANK.contains(&c);
             assert_eq!(is_invisible(c), expected, "U+{:04X}", u32::from(c));
@@ -209,18 +216,27 @@ mod tests {
                 assert!(is_invisible(c), "U+{:04X}", u32::from(c));
             }
         }
-        // Outside Cf/Zs/Zl/Zp: only the default-ignorable ODICP and
-        // variation selectors, and the blank-rendering list.
-        let table: usize = OTHER_DEFAULT_IGNORABLE_AND_VARIATION_SELECTORS
+        // Outside Cf/Zs/Zl/Zp/Co/Cn: only the default-ignorable ODICP and
+        // variation selectors (the table's reserved ones are Cn), and the
+        // blank-rendering list.
+        let table = OTHER_DEFAULT_IGNORABLE_AND_VARIATION_SELECTORS
             .iter()
-            .map(|&(lo, hi)| (u32::from(hi) - u32::from(lo) + 1) as usize)
-            .sum();
+            .flat_map(|&(lo, hi)| (u32::from(lo)..=u32::from(hi)).filter_map(char::from_u32))
+            .filter(|&c| get_general_category(c) != GeneralCategory::Unassigned)
+            .count();
         assert_eq!(outside_categories.len(), table + RENDERS_BLANK.len());
     }
 
     #[test]
     fn the_review_examples_and_the_old_hand_list_are_invisible() {
         let examples = [
+            // Private use (BMP and supplementary), unassigned, noncharacters.
+            '\u{E000}',
+            '\u{F0000}',
+            '\u{0378}',
+            '\u{FDD0}',
+            '\u{FFFF}',
+            '\u{10FFFF}',
             '\u{2800}',
             '\u{13430}',
             '\u{13438}',
