@@ -142,6 +142,13 @@ pub struct ProxyArgs {
     /// Default: http://LISTEN_ADDR/mcp.
     #[arg(long, value_name = "URL", requires = "issuer")]
     pub resource: Option<String>,
+    /// `--listen`: a browser origin (`https://app.example.com`, a port
+    /// `:*` for any) whose pages may call `/mcp`, beside this machine's own
+    /// (`http://localhost:*`, `http://127.0.0.1:*`) and `--resource`'s. A
+    /// request with any other `Origin` header is refused (403); a client
+    /// that sends none (not a browser) is not affected.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
+    pub allow_origins: Vec<String>,
     /// A scope every token must grant, else 403 `insufficient_scope`;
     /// repeat for several.
     #[arg(long = "require-scope", value_name = "SCOPE", requires = "issuer")]
@@ -491,6 +498,12 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
         let (listener, local) = bind(addr).await?;
         let router = crate::metrics::router(config.metrics.clone());
         eprintln!("toolgate proxy: metrics at http://{local}/metrics");
+        if !local.ip().is_loopback() {
+            // Not refused: a scraper on a private network is the usual set-up.
+            eprintln!(
+                "toolgate proxy: WARNING: --metrics {addr} is reachable beyond this machine without authentication, and its labels name every tool, hidden ones included: keep it on a network only the scraper reaches"
+            );
+        }
         tokio::spawn(async move {
             if let Err(e) = axum::serve(no_delay(listener), router).await {
                 eprintln!("toolgate proxy: the metrics listener stopped: {e}");
@@ -519,6 +532,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 public: args.approve_url.as_deref(),
                 auth,
                 resource_host: args.resource.as_deref().map(|r| outbound::host_of(r).to_owned()),
+                origins: allowed_origins(&args),
             };
             serve_http(config.clone(), addr, served).await
         }
@@ -601,6 +615,19 @@ struct Served<'a> {
     auth: Option<Arc<Authenticator>>,
     /// `--resource`'s host, accepted in `Host` headers.
     resource_host: Option<String>,
+    /// Browser origins whose requests `/mcp` answers.
+    origins: Vec<String>,
+}
+
+/// The browser origins `/mcp` answers (MCP's transport: a server must
+/// check `Origin`, so a web page the person visits cannot drive it).
+fn allowed_origins(args: &ProxyArgs) -> Vec<String> {
+    let mut origins = vec!["http://localhost:*".to_owned(), "http://127.0.0.1:*".to_owned()];
+    if let Some(resource) = args.resource.as_deref().and_then(|r| reqwest::Url::parse(r).ok()) {
+        origins.push(resource.origin().ascii_serialization());
+    }
+    origins.extend(args.allow_origins.iter().cloned());
+    origins
 }
 
 /// `--listen` beyond loopback needs `--auth` or `--insecure-listen`.
@@ -767,6 +794,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         with_pages,
         public,
         auth,
+        origins,
         ..
     } = served;
     let sessions = Arc::new(LocalSessionManager::default());
@@ -786,6 +814,8 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         // answered in JSON-RPC); the session layer's own bound is the same.
         StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
+            .with_allowed_origins(origins)
+            .enforce_origin_validation()
             .with_max_request_body_bytes(crate::gate::MAX_MESSAGE_BYTES),
     );
     let mut router = axum::Router::new()

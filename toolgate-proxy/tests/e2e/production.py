@@ -1981,6 +1981,35 @@ async def open_listener():
     authed.stop()
 
 
+async def origins():
+    """`/mcp` answers only this machine's pages, --resource's and the
+    --allow-origin ones: a web page the person visits cannot drive it."""
+    log = TMP / "origin-upstream.jsonl"
+    gw = Gateway(
+        "origin", "--allow-origin", "https://app.example.com", upstream_args=upstream_cmd(log, TMP / "notes-origin")
+    )
+    check("gateway with --allow-origin starts", gw.up, gw.stderr()[-300:])
+    async with http_client() as http:
+        answers = {}
+        for name, origin in [
+            ("none", None),
+            ("allowed", "https://app.example.com"),
+            ("this machine", f"http://localhost:{gw.port}"),
+            ("foreign", "https://evil.example"),
+        ]:
+            body, headers = raw_call("read_note", {"name": f"origin-{name.replace(' ', '-')}"})
+            if origin:
+                headers["Origin"] = origin
+            r = await http.post(gw.url, json=body, headers=headers)
+            answers[name] = r.status_code
+    check("no Origin (not a browser): 200", answers["none"] == 200, answers)
+    check("an --allow-origin page: 200", answers["allowed"] == 200, answers)
+    check("a page of this machine: 200", answers["this machine"] == 200, answers)
+    check("a foreign page: 403", answers["foreign"] == 403, answers)
+    check("...and its call reached nothing", not ran(log, "read_note", name="origin-foreign"))
+    gw.stop()
+
+
 # ---------------------------------------------------------------------------
 
 
@@ -2030,6 +2059,7 @@ async def main():
         await section("JWKS max age", jwks_max_age())
         await section("metrics", metrics())
         await section("open listener", open_listener())
+        await section("origins", origins())
     finally:
         for g in GATEWAYS:
             g.stop()
