@@ -76,12 +76,61 @@ pub fn catalog_hint(tool: &CatalogTool) -> CatalogHint {
     }
 }
 
-/// The property names a JSON Schema object declares at its top level.
+/// Whether a tool's input schema declares `name` as a property of the
+/// arguments object: in its own `properties` or `required`, or in those of
+/// a subschema that applies to the same object (`allOf`, `anyOf`, `oneOf`,
+/// `if`/`then`/`else`, `dependentSchemas`), or of a local `$ref`'s target
+/// (`#/$defs/…`). A schema built from parts (a `confirmed` field declared
+/// in an `allOf` branch) declares it as surely as one written flat: read
+/// only at the top, such a tool lost its schema's call for confirmation,
+/// and the field a person's yes sets was removed as undeclared.
 pub fn declares_property(schema: Option<&serde_json::Value>, name: &str) -> bool {
-    schema
-        .and_then(|s| s.get("properties"))
-        .and_then(|p| p.as_object())
+    schema.is_some_and(|root| declares_in(root, root, name, 0))
+}
+
+/// Deep enough for any schema written by hand or generated; a `$ref` cycle
+/// ends here.
+const MAX_DECLARATION_DEPTH: usize = 32;
+
+fn declares_in(root: &serde_json::Value, schema: &serde_json::Value, name: &str, depth: usize) -> bool {
+    use serde_json::Value;
+    let Some(object) = schema.as_object() else {
+        return false;
+    };
+    if depth > MAX_DECLARATION_DEPTH {
+        return false;
+    }
+    let own = object
+        .get("properties")
+        .and_then(Value::as_object)
         .is_some_and(|p| p.contains_key(name))
+        || object
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(name)));
+    if own {
+        return true;
+    }
+    let within = |sub: &Value| declares_in(root, sub, name, depth + 1);
+    let branches = ["allOf", "anyOf", "oneOf"]
+        .into_iter()
+        .filter_map(|key| object.get(key).and_then(Value::as_array))
+        .any(|list| list.iter().any(within));
+    let conditional = ["if", "then", "else"]
+        .into_iter()
+        .filter_map(|key| object.get(key))
+        .any(within);
+    let dependent = object
+        .get("dependentSchemas")
+        .and_then(Value::as_object)
+        .is_some_and(|map| map.values().any(within));
+    let referenced = object
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|reference| reference.strip_prefix('#'))
+        .and_then(|pointer| root.pointer(pointer))
+        .is_some_and(within);
+    branches || conditional || dependent || referenced
 }
 
 pub fn schema_requires(schema: Option<&serde_json::Value>, name: &str) -> bool {
