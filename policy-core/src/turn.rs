@@ -316,10 +316,14 @@ impl Rules {
                 call.arguments.remove(f);
             }
             let decision = self.evaluate_map(&call, ctx);
-            let transactional = self
-                .tool(&call.name)
-                .is_some_and(|t| t.class.operation_type == OperationType::Transactional);
-            if !transactional || decision.code == Some(Code::NotFound) {
+            // A call waits for the person when it writes, and also when it
+            // only reads but its entry or schema asks for confirmation: run
+            // or refused outright, such a read could never run in a turn.
+            let waits_for_person = decision.code == Some(Code::ConfirmationRequired)
+                || self
+                    .tool(&call.name)
+                    .is_some_and(|t| t.class.operation_type == OperationType::Transactional);
+            if !waits_for_person || decision.code == Some(Code::NotFound) {
                 let action = if decision.ok {
                     execute.push(self.forwardable(&call));
                     Action::Execute
