@@ -1090,7 +1090,9 @@ async def oauth_flow(gw, auth_server, log):
 async def jwks_url_start(auth_server):
     log = TMP / "b-upstream.jsonl"
     resource = "https://gateway.example.test/mcp"
-    flags = [*auth_flags(auth_server.base + "/jwks.json"), "--resource", resource]
+    # The set in hand never ages out during the run (the fetch counts below
+    # are about unknown kids; "JWKS max age" tests the age).
+    flags = [*auth_flags(auth_server.base + "/jwks.json"), "--resource", resource, "--jwks-max-age", "3600"]
     gw = Gateway("b", *flags, upstream_args=upstream_cmd(log, TMP / "notes-b"))
     check("gateway with --jwks URL starts", gw.up, gw.stderr()[-500:])
     async with http_client() as http:
