@@ -5,8 +5,7 @@
 // hands out a fresh copy. Driven by the SDK's real Client in memory.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { connect } from './lib/connect.mjs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -63,14 +62,6 @@ test('Decision: ok is read from the bytes, toJSON() is a fresh copy; editing eit
   /** @type {any} */ (state.toJSON()).x = 1;
   assert.equal('x' in state.toJSON(), false);
 });
-
-async function connect(/** @type {any} */ server) {
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await server.connect(serverSide);
-  const client = new Client({ name: 't', version: '1' });
-  await client.connect(clientSide);
-  return client;
-}
 
 test('onDecision editing the decision cannot forward a denied call (a relay on fallbackRequestHandler)', async () => {
   for (const [label, hook] of Object.entries(EDITING_HOOKS)) {

@@ -8,8 +8,7 @@
 // Driven by the SDK's real Client in memory.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { connect } from './lib/connect.mjs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { z } from 'zod';
@@ -20,14 +19,6 @@ const catalog = JSON.stringify({ formatVersion: 1, tools: [
   { name: 'pay', description: 'pays', effect: 'read', inputSchema: { type: 'object', properties: { amount: { type: ['number', 'string'], maximum: 100 } } } },
 ] });
 const gate = await Toolgate.load({ catalog });
-
-async function connect(/** @type {any} */ server) {
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await server.connect(serverSide);
-  const client = new Client({ name: 't', version: '1' });
-  await client.connect(clientSide);
-  return client;
-}
 
 /** A tool whose zod schema turns the 5 the engine allows into 5000, which it denies (maximum 100). */
 function payServer(/** @type {any[]} */ ran, /** @type {any} */ options) {

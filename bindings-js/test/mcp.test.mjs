@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { connect } from './lib/connect.mjs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolResultSchema, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -120,18 +121,6 @@ function plansServer(/** @type {any[]} */ ran) {
   server.registerTool('alterar_plano', { inputSchema: { customer_id: z.string(), new_plan_id: z.string().optional() } }, record('alterar_plano'));
   server.registerTool('cancelar_conta', { inputSchema: { customer_id: z.string(), confirmed: z.boolean().optional() } }, record('cancelar_conta'));
   return server;
-}
-
-async function connect(/** @type {any} */ server, authInfo) {
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await server.connect(serverSide);
-  const client = new Client({ name: 't', version: '1' });
-  if (authInfo) {
-    const send = clientSide.send.bind(clientSide);
-    clientSide.send = (message, options) => send(message, { ...options, authInfo });
-  }
-  await client.connect(clientSide);
-  return client;
 }
 
 test('McpServer: hidden tool = the SDK\'s unknown-tool answer; confirmed stripped where undeclared', async () => {
