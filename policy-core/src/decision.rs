@@ -71,7 +71,7 @@ codes! {
     IdempotencyKeyInvalid = "IDEMPOTENCY_KEY_INVALID", retryable: false,
         "Send an idempotency_key of 8 to 128 characters from A-Z, a-z, 0-9, '.', '_', ':' and '-'.";
     ConfirmationRequired = "CONFIRMATION_REQUIRED", retryable: true,
-        "This call changes something and needs a person's confirmation. Ask them, then repeat the same call with confirmed: true.";
+        "This call changes something and needs a person's confirmation. Ask them, and repeat the same call only once they agree.";
     /// A seal or approval that does not hold for this call (expired, already
     /// used, altered, another key, another call): never forwarded.
     ConfirmationInvalid = "CONFIRMATION_INVALID", retryable: true,

@@ -173,7 +173,7 @@ async def main():
     code = blocked_code(r)
     check("write_file without confirmation is a blocked tool result", r.isError and code == "CONFIRMATION_REQUIRED", r)
     text = r.content[0].text if r.content else ""
-    check("blocked text says what to do", "confirmed: true" in text and "CONFIRMATION_REQUIRED" in text, text)
+    check("blocked text says what to do", "confirmation" in text and "repeat the same call" in text and "CONFIRMATION_REQUIRED" in text, text)
     check("blocked write left no file", not target.exists())
 
     # 3. The model's own confirmed: true (a client that cannot elicit): not
