@@ -85,52 +85,56 @@ pub fn catalog_hint(tool: &CatalogTool) -> CatalogHint {
 /// only at the top, such a tool lost its schema's call for confirmation,
 /// and the field a person's yes sets was removed as undeclared.
 pub fn declares_property(schema: Option<&serde_json::Value>, name: &str) -> bool {
-    schema.is_some_and(|root| declares_in(root, root, name, 0))
-}
-
-/// Deep enough for any schema written by hand or generated; a `$ref` cycle
-/// ends here.
-const MAX_DECLARATION_DEPTH: usize = 32;
-
-fn declares_in(root: &serde_json::Value, schema: &serde_json::Value, name: &str, depth: usize) -> bool {
     use serde_json::Value;
-    let Some(object) = schema.as_object() else {
+    let Some(root) = schema else {
         return false;
     };
-    if depth > MAX_DECLARATION_DEPTH {
-        return false;
+    // Each subschema is looked at once (by address), without recursion: a
+    // server's schema may be hostile, and `$ref`s that fan out to the same
+    // definitions level after level, or chain through thousands of them,
+    // would otherwise cost exponential time or the stack.
+    // A BTreeSet: a HashSet's random seed would need an import the engine
+    // does not have.
+    let mut visited = std::collections::BTreeSet::new();
+    let mut pending = vec![root];
+    while let Some(schema) = pending.pop() {
+        let Some(object) = schema.as_object() else {
+            continue;
+        };
+        if !visited.insert(std::ptr::from_ref(schema)) {
+            continue;
+        }
+        let own = object
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.contains_key(name))
+            || object
+                .get("required")
+                .and_then(Value::as_array)
+                .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(name)));
+        if own {
+            return true;
+        }
+        for key in ["allOf", "anyOf", "oneOf"] {
+            if let Some(list) = object.get(key).and_then(Value::as_array) {
+                pending.extend(list);
+            }
+        }
+        for key in ["if", "then", "else"] {
+            pending.extend(object.get(key));
+        }
+        if let Some(map) = object.get("dependentSchemas").and_then(Value::as_object) {
+            pending.extend(map.values());
+        }
+        pending.extend(
+            object
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|reference| reference.strip_prefix('#'))
+                .and_then(|pointer| root.pointer(pointer)),
+        );
     }
-    let own = object
-        .get("properties")
-        .and_then(Value::as_object)
-        .is_some_and(|p| p.contains_key(name))
-        || object
-            .get("required")
-            .and_then(Value::as_array)
-            .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(name)));
-    if own {
-        return true;
-    }
-    let within = |sub: &Value| declares_in(root, sub, name, depth + 1);
-    let branches = ["allOf", "anyOf", "oneOf"]
-        .into_iter()
-        .filter_map(|key| object.get(key).and_then(Value::as_array))
-        .any(|list| list.iter().any(within));
-    let conditional = ["if", "then", "else"]
-        .into_iter()
-        .filter_map(|key| object.get(key))
-        .any(within);
-    let dependent = object
-        .get("dependentSchemas")
-        .and_then(Value::as_object)
-        .is_some_and(|map| map.values().any(within));
-    let referenced = object
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|reference| reference.strip_prefix('#'))
-        .and_then(|pointer| root.pointer(pointer))
-        .is_some_and(within);
-    branches || conditional || dependent || referenced
+    false
 }
 
 pub fn schema_requires(schema: Option<&serde_json::Value>, name: &str) -> bool {
@@ -245,6 +249,41 @@ pub fn classify(tool: &CatalogTool, policy: Option<&Policy>) -> Classification {
 
 #[cfg(test)]
 mod tests {
+
+    /// A schema whose `$ref`s fan out to the same definitions level after
+    /// level (8 refs, 16 levels: 8^16 paths) is read once per definition,
+    /// and a chain of 100 000 `$ref`s needs no stack.
+    #[test]
+    fn declarations_are_found_in_parts_and_a_fanned_out_schema_is_read_once() {
+        let mut defs = serde_json::Map::new();
+        for level in 0..16 {
+            let refs: Vec<serde_json::Value> = (0..8)
+                .map(|_| serde_json::json!({"$ref": format!("#/$defs/l{}", level + 1)}))
+                .collect();
+            defs.insert(format!("l{level}"), serde_json::json!({"anyOf": refs}));
+        }
+        defs.insert(
+            "l16".into(),
+            serde_json::json!({"properties": {"confirmed": {"type": "boolean"}}}),
+        );
+        let fanned = serde_json::json!({"$ref": "#/$defs/l0", "$defs": defs});
+        assert!(declares_property(Some(&fanned), "confirmed"));
+        assert!(!declares_property(Some(&fanned), "idempotency_key"));
+        let parts = serde_json::json!({"allOf": [{"required": ["idempotency_key"]}]});
+        assert!(declares_property(Some(&parts), "idempotency_key"));
+        let cycle = serde_json::json!({"$ref": "#", "properties": {}});
+        assert!(!declares_property(Some(&cycle), "confirmed"));
+        let mut chain = serde_json::Map::new();
+        for i in 0..100_000 {
+            chain.insert(
+                format!("c{i}"),
+                serde_json::json!({"$ref": format!("#/$defs/c{}", i + 1)}),
+            );
+        }
+        chain.insert("c100000".into(), serde_json::json!({"required": ["confirmed"]}));
+        let chained = serde_json::json!({"$ref": "#/$defs/c0", "$defs": chain});
+        assert!(declares_property(Some(&chained), "confirmed"));
+    }
     use super::*;
 
     fn tool(json: &str) -> CatalogTool {

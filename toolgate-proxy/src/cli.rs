@@ -623,8 +623,16 @@ struct Served<'a> {
 /// check `Origin`, so a web page the person visits cannot drive it).
 fn allowed_origins(args: &ProxyArgs) -> Vec<String> {
     let mut origins = vec!["http://localhost:*".to_owned(), "http://127.0.0.1:*".to_owned()];
-    if let Some(resource) = args.resource.as_deref().and_then(|r| reqwest::Url::parse(r).ok()) {
-        origins.push(resource.origin().ascii_serialization());
+    // An opaque origin (`api://…`) serializes as "null", which sandboxed
+    // frames and `file:` pages send: never allowed by accident.
+    if let Some(origin) = args
+        .resource
+        .as_deref()
+        .and_then(|r| reqwest::Url::parse(r).ok())
+        .map(|url| url.origin())
+        .filter(|origin| origin.is_tuple())
+    {
+        origins.push(origin.ascii_serialization());
     }
     origins.extend(args.allow_origins.iter().cloned());
     origins

@@ -28,11 +28,20 @@ pub fn client(ca: Option<&Path>, identity: Option<ClientCertificate<'_>>) -> Res
     // reqwest is built without a bundled provider; rustls needs one chosen
     // once per process (a second install is refused and harmless).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // No redirects: reqwest would follow one to another host carrying the
-    // `--upstream-header` values (it strips only `Authorization`), and a
-    // redirected JWKS or introspection request hands trust to whoever the
-    // first host names. A redirect is an error the operator sees.
-    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    // Redirects within the same origin only (`/mcp` → `/mcp/`): reqwest
+    // would follow one to another host carrying the `--upstream-header`
+    // values (it strips only `Authorization`), and a JWKS or introspection
+    // request redirected elsewhere hands trust to whoever the first host
+    // names. A redirect off the origin is an error the operator sees.
+    let same_origin = reqwest::redirect::Policy::custom(|attempt| {
+        let from = attempt.previous().last().map(reqwest::Url::origin);
+        if attempt.previous().len() <= 10 && from.is_some_and(|from| from == attempt.url().origin()) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
+    let mut builder = reqwest::Client::builder().redirect(same_origin);
     if let Some(identity) = identity {
         builder = builder.identity(client_identity(identity)?);
     }

@@ -66,9 +66,17 @@ impl Owners {
         let prune = {
             let mut table = self.table();
             table.by_session.insert(session.to_owned(), subject.to_owned());
-            table.by_session.len() >= table.prune_at
+            (table.by_session.len() >= table.prune_at).then(|| {
+                table
+                    .by_session
+                    .keys()
+                    .cloned()
+                    .collect::<std::collections::HashSet<String>>()
+            })
         };
-        if prune {
+        // Only sessions recorded before the manager was read may go: one
+        // opened meanwhile is live though the snapshot does not have it.
+        if let Some(recorded) = prune {
             let live: std::collections::HashSet<String> = self
                 .sessions
                 .sessions
@@ -78,7 +86,9 @@ impl Owners {
                 .map(|id| id.to_string())
                 .collect();
             let mut table = self.table();
-            table.by_session.retain(|session, _| live.contains(session));
+            table
+                .by_session
+                .retain(|session, _| live.contains(session) || !recorded.contains(session));
             table.prune_at = (table.by_session.len() * 2).max(FIRST_PRUNE);
         }
     }

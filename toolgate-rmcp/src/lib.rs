@@ -253,11 +253,13 @@ impl<S: Service<RoleServer>> Guarded<S> {
     }
 
     /// Whether this client can be asked: it declared form elicitation.
+    /// Whether the client takes a form elicitation (the question asked in
+    /// band); a URL-mode-only client cannot be asked that way.
     fn asks(&self, context: &RequestContext<RoleServer>) -> bool {
         context
             .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some())
+            .supported_elicitation_modes()
+            .contains(&rmcp::service::ElicitationMode::Form)
     }
 
     /// Asks the person about this very call. Only an accept is a yes.
