@@ -17,6 +17,7 @@ use crate::gate::RelayList;
 use crate::http::GateState;
 use crate::ledger::Ledger;
 use crate::outbound;
+use crate::owners::SessionLimits;
 use crate::policy::Policy;
 use crate::seal::KeyRing;
 use crate::stdio::{ClientLines, DropReport};
@@ -149,6 +150,17 @@ pub struct ProxyArgs {
     /// that sends none (not a browser) is not affected.
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
     pub allow_origins: Vec<String>,
+    /// `--listen`: how many handshake-era sessions may be open at once in
+    /// all (each holds an upstream session; with a stdio upstream, a child
+    /// process). An `initialize` past it is answered 429
+    /// `TOO_MANY_SESSIONS`; a closed or expired session frees its place.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_sessions: u32,
+    /// With `--auth`: how many of those one subject may hold at once (without
+    /// `--auth` callers cannot be told apart, and only `--max-sessions`
+    /// applies).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_sessions_per_caller: u32,
     /// A scope every token must grant, else 403 `insufficient_scope`;
     /// repeat for several.
     #[arg(long = "require-scope", value_name = "SCOPE", requires = "issuer")]
@@ -533,6 +545,11 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 auth,
                 resource_host: args.resource.as_deref().map(|r| outbound::host_of(r).to_owned()),
                 origins: allowed_origins(&args),
+                limits: SessionLimits {
+                    total: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
+                    per_caller: (args.auth != AuthArg::None)
+                        .then(|| usize::try_from(args.max_sessions_per_caller).unwrap_or(usize::MAX)),
+                },
             };
             serve_http(config.clone(), addr, served).await
         }
@@ -617,6 +634,8 @@ struct Served<'a> {
     resource_host: Option<String>,
     /// Browser origins whose requests `/mcp` answers.
     origins: Vec<String>,
+    /// How many handshake-era sessions may be open.
+    limits: SessionLimits,
 }
 
 /// The browser origins `/mcp` answers (MCP's transport: a server must
@@ -803,6 +822,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         public,
         auth,
         origins,
+        limits,
         ..
     } = served;
     let sessions = Arc::new(LocalSessionManager::default());
@@ -810,7 +830,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         relay: config.relay.clone(),
         report: drop_report(),
         in_flight: Arc::default(),
-        owners: Arc::new(crate::owners::Owners::new(sessions.clone())),
+        owners: Arc::new(crate::owners::Owners::new(sessions.clone(), limits)),
         body_wait: crate::http::BODY_WAIT,
     });
     let pages = with_pages.then(|| approve_router(&config, local, public));

@@ -48,6 +48,11 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
         false,
     ),
     (
+        "TOO_MANY_SESSIONS",
+        "an `initialize` over HTTP past `--max-sessions`, or past `--max-sessions-per-caller` for its subject (HTTP 429, `Retry-After`); no session was opened",
+        true,
+    ),
+    (
         "STORE_UNAVAILABLE",
         "a blocked result (host fault): the ledger that makes a sealed confirmation single-use could not be reached",
         true,

@@ -8,13 +8,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use rmcp::model::ErrorCode;
-use rmcp::model::JsonRpcMessage;
+use rmcp::model::{ClientRequest, JsonRpcMessage};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::auth::Caller;
 use crate::gate::{self, Admission, MAX_MESSAGE_BYTES, RelayList};
-use crate::owners::{Access, Owners};
+use crate::owners::{Access, Full, Owners};
 use crate::stdio::DropReport;
 
 #[derive(Clone)]
@@ -136,6 +136,35 @@ fn no_such_session() -> Response {
         .into_response()
 }
 
+/// The answer to an `initialize` past a session bound: `429`, with a
+/// JSON-RPC error the client can show (`TOO_MANY_SESSIONS`, retryable once
+/// a session is closed).
+fn too_many_sessions(id: &rmcp::model::RequestId, full: Full) -> Response {
+    let message = match full {
+        Full::Gateway => {
+            "toolgate proxy: the gateway has as many sessions open as it takes (--max-sessions); \
+             try again once one is closed"
+        }
+        Full::Caller => {
+            "toolgate proxy: this caller has as many sessions open as one caller may \
+             (--max-sessions-per-caller); close one (DELETE) or let one expire, then try again"
+        }
+    };
+    let error = rmcp::model::ErrorData::new(
+        ErrorCode(TOO_MANY_SESSIONS_CODE),
+        message,
+        Some(serde_json::json!({ "toolgate": "TOO_MANY_SESSIONS" })),
+    );
+    let mut response = json(StatusCode::TOO_MANY_REQUESTS, &gate::error_message(Some(id), &error));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+    response
+}
+
+/// JSON-RPC's first implementation-defined server error.
+const TOO_MANY_SESSIONS_CODE: i32 = -32000;
+
 fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
     headers
         .get("mcp-session-id")
@@ -195,6 +224,20 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
     let admission = gate::admit(&bytes, &state.relay);
     match admission {
         Admission::Admit(message) => {
+            // A place for the session an `initialize` opens, held until its
+            // answer says the session's id (or that none was opened).
+            let _opening = match (&*message, &session) {
+                (JsonRpcMessage::Request(r), None) if matches!(r.request, ClientRequest::InitializeRequest(_)) => {
+                    match state.owners.open(&subject).await {
+                        Ok(opening) => Some(opening),
+                        Err(full) => {
+                            tracing::warn!(subject, ?full, "an initialize was refused: too many open sessions");
+                            return too_many_sessions(&r.id, full);
+                        }
+                    }
+                }
+                _ => None,
+            };
             // Ids are per session; a request without a session (initialize)
             // is not tracked: clients starting at once may share an id.
             let release = match (&*message, session.clone()) {
@@ -318,7 +361,13 @@ mod tests {
             relay: RelayList::default(),
             report: Arc::new(|_: &str, _: &str| {}),
             in_flight: Arc::default(),
-            owners: Arc::new(Owners::new(Arc::new(LocalSessionManager::default()))),
+            owners: Arc::new(Owners::new(
+                Arc::new(LocalSessionManager::default()),
+                crate::owners::SessionLimits {
+                    total: usize::MAX,
+                    per_caller: None,
+                },
+            )),
             body_wait,
         });
         let router = axum::Router::new()

@@ -1,4 +1,4 @@
-//! Whose handshake-era session is whose.
+//! Whose handshake-era session is whose, and how many each may hold.
 //!
 //! A session id is not a credential (MCP's security guidance: servers must
 //! not use sessions for authentication, and should bind them to the user).
@@ -9,25 +9,59 @@
 //! confirmation prompts, make calls the opener's person is asked to confirm,
 //! or close the session. Without `--auth` every caller is the same empty
 //! subject, and nothing changes.
+//!
+//! Every session costs the gateway an upstream session (with a stdio
+//! upstream, a child process), so the number open at once is bounded: in all
+//! (`--max-sessions`) and, with `--auth`, per subject
+//! (`--max-sessions-per-caller`). An `initialize` past a bound is refused
+//! before the session layer sees it (`TOO_MANY_SESSIONS`); sessions the
+//! client closed (`DELETE`) or the session layer ended (idle) free their
+//! place.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+/// How many handshake-era sessions may be open at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    pub total: usize,
+    /// Per subject; `None` when callers cannot be told apart (no `--auth`).
+    pub per_caller: Option<usize>,
+}
 
 /// Session id → the subject that opened it.
 #[derive(Debug)]
 pub struct Owners {
     sessions: Arc<LocalSessionManager>,
+    limits: SessionLimits,
     owners: Mutex<Table>,
 }
 
 #[derive(Debug)]
 struct Table {
     by_session: HashMap<String, String>,
+    /// `initialize` requests admitted and not yet answered, per subject: a
+    /// burst of them is counted before any has a session id.
+    opening: HashMap<String, usize>,
     /// The table is pruned of ended sessions when it reaches this size, which
     /// then doubles from what is left, so pruning costs O(1) per session.
     prune_at: usize,
+}
+
+impl Table {
+    /// Which bound opening one more session for `subject` would pass.
+    fn full(&self, subject: &str, limits: SessionLimits) -> Option<Full> {
+        let opening: usize = self.opening.values().sum();
+        if self.by_session.len() + opening >= limits.total {
+            return Some(Full::Gateway);
+        }
+        let per_caller = limits.per_caller?;
+        let own = self.by_session.values().filter(|owner| *owner == subject).count()
+            + self.opening.get(subject).copied().unwrap_or(0);
+        (own >= per_caller).then_some(Full::Caller)
+    }
 }
 
 const FIRST_PRUNE: usize = 64;
@@ -42,12 +76,43 @@ pub enum Access {
     Foreign,
 }
 
+/// The bound a refused `initialize` met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// `--max-sessions`.
+    Gateway,
+    /// `--max-sessions-per-caller`.
+    Caller,
+}
+
+/// A place held for a session being opened; given back when dropped (the
+/// session, if one was opened, is in the table by then).
+#[derive(Debug)]
+pub struct Opening {
+    owners: Arc<Owners>,
+    subject: String,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        let mut table = self.owners.table();
+        if let Some(count) = table.opening.get_mut(&self.subject) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                table.opening.remove(&self.subject);
+            }
+        }
+    }
+}
+
 impl Owners {
-    pub fn new(sessions: Arc<LocalSessionManager>) -> Owners {
+    pub fn new(sessions: Arc<LocalSessionManager>, limits: SessionLimits) -> Owners {
         Owners {
             sessions,
+            limits,
             owners: Mutex::new(Table {
                 by_session: HashMap::new(),
+                opening: HashMap::new(),
                 prune_at: FIRST_PRUNE,
             }),
         }
@@ -60,37 +125,54 @@ impl Owners {
         }
     }
 
+    /// Holds a place for a session `subject` is opening, or says which bound
+    /// is reached. Sessions the session layer has ended are forgotten first.
+    pub async fn open(self: &Arc<Self>, subject: &str) -> Result<Opening, Full> {
+        if self.table().full(subject, self.limits).is_some() {
+            self.prune().await;
+        }
+        let mut table = self.table();
+        if let Some(full) = table.full(subject, self.limits) {
+            return Err(full);
+        }
+        *table.opening.entry(subject.to_owned()).or_default() += 1;
+        Ok(Opening {
+            owners: self.clone(),
+            subject: subject.to_owned(),
+        })
+    }
+
     /// Records the subject that opened `session` (from the session header of
     /// the answer to a request that named none).
     pub async fn opened(&self, session: &str, subject: &str) {
         let prune = {
             let mut table = self.table();
             table.by_session.insert(session.to_owned(), subject.to_owned());
-            (table.by_session.len() >= table.prune_at).then(|| {
-                table
-                    .by_session
-                    .keys()
-                    .cloned()
-                    .collect::<std::collections::HashSet<String>>()
-            })
+            table.by_session.len() >= table.prune_at
         };
+        if prune {
+            self.prune().await;
+        }
+    }
+
+    /// Drops the sessions the session layer no longer has.
+    async fn prune(&self) {
+        let recorded: HashSet<String> = self.table().by_session.keys().cloned().collect();
+        let live: HashSet<String> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
         // Only sessions recorded before the manager was read may go: one
         // opened meanwhile is live though the snapshot does not have it.
-        if let Some(recorded) = prune {
-            let live: std::collections::HashSet<String> = self
-                .sessions
-                .sessions
-                .read()
-                .await
-                .keys()
-                .map(|id| id.to_string())
-                .collect();
-            let mut table = self.table();
-            table
-                .by_session
-                .retain(|session, _| live.contains(session) || !recorded.contains(session));
-            table.prune_at = (table.by_session.len() * 2).max(FIRST_PRUNE);
-        }
+        let mut table = self.table();
+        table
+            .by_session
+            .retain(|session, _| live.contains(session) || !recorded.contains(session));
+        table.prune_at = (table.by_session.len() * 2).max(FIRST_PRUNE);
     }
 
     /// Forgets a session its owner closed.
@@ -107,9 +189,14 @@ impl Owners {
 mod tests {
     use super::*;
 
+    const UNBOUNDED: SessionLimits = SessionLimits {
+        total: usize::MAX,
+        per_caller: None,
+    };
+
     #[tokio::test]
     async fn a_session_is_its_openers_and_the_table_forgets_ended_sessions() {
-        let owners = Owners::new(Arc::new(LocalSessionManager::default()));
+        let owners = Owners::new(Arc::new(LocalSessionManager::default()), UNBOUNDED);
         owners.opened("s1", "alice").await;
         assert_eq!(owners.access("s1", "alice"), Access::Own);
         assert_eq!(owners.access("s1", "bob"), Access::Foreign);
@@ -126,5 +213,74 @@ mod tests {
         assert!(owners.table().by_session.is_empty());
         owners.opened("s2", "carol").await;
         assert_eq!(owners.access("s2", "dave"), Access::Foreign);
+    }
+
+    /// Opens a session in the manager itself (as an `initialize` would), so
+    /// pruning sees it live.
+    async fn live_session(manager: &LocalSessionManager) -> String {
+        use rmcp::transport::streamable_http_server::session::SessionManager as _;
+        let (id, _transport) = manager.create_session().await.expect("session");
+        id.to_string()
+    }
+
+    #[tokio::test]
+    async fn open_sessions_are_bounded_per_caller_and_in_all_and_places_come_back() {
+        let manager = Arc::new(LocalSessionManager::default());
+        let limits = SessionLimits {
+            total: 3,
+            per_caller: Some(2),
+        };
+        let owners = Arc::new(Owners::new(manager.clone(), limits));
+
+        // Two places held at once (a burst before either is answered).
+        let first = owners.open("alice").await.expect("first");
+        let second = owners.open("alice").await.expect("second");
+        assert_eq!(owners.open("alice").await.unwrap_err(), Full::Caller);
+        let (a1, a2) = (live_session(&manager).await, live_session(&manager).await);
+        owners.opened(&a1, "alice").await;
+        owners.opened(&a2, "alice").await;
+        drop((first, second));
+        assert_eq!(owners.open("alice").await.unwrap_err(), Full::Caller);
+
+        // Another caller has a place of their own, until the gateway's bound.
+        let bob = owners.open("bob").await.expect("bob");
+        let b1 = live_session(&manager).await;
+        owners.opened(&b1, "bob").await;
+        drop(bob);
+        assert_eq!(owners.open("carol").await.unwrap_err(), Full::Gateway);
+
+        // A session the client closed frees its place.
+        owners.closed(&a1);
+        drop(owners.open("alice").await.expect("after a close"));
+
+        // So does one the session layer ended without telling the gate (idle).
+        use rmcp::transport::streamable_http_server::session::SessionManager as _;
+        manager.close_session(&b1.clone().into()).await.expect("close");
+        let carol = owners.open("carol").await.expect("after the layer ended one");
+        drop(carol);
+
+        // A place given back without a session (the initialize failed) is free again.
+        let failed = owners.open("dave").await.expect("dave");
+        drop(failed);
+        drop(owners.open("dave").await.expect("dave again"));
+    }
+
+    #[tokio::test]
+    async fn without_a_per_caller_bound_one_subject_may_fill_the_gateway() {
+        let manager = Arc::new(LocalSessionManager::default());
+        let owners = Arc::new(Owners::new(
+            manager.clone(),
+            SessionLimits {
+                total: 2,
+                per_caller: None,
+            },
+        ));
+        for _ in 0..2 {
+            let place = owners.open("").await.expect("place");
+            let id = live_session(&manager).await;
+            owners.opened(&id, "").await;
+            drop(place);
+        }
+        assert_eq!(owners.open("").await.unwrap_err(), Full::Gateway);
     }
 }

@@ -1983,6 +1983,70 @@ async def open_listener():
     authed.stop()
 
 
+async def session_limits():
+    """Each handshake-era session holds an upstream session (here a child
+    process): with --auth one subject holds at most --max-sessions-per-caller
+    of them, and the gateway at most --max-sessions; a closed one frees its
+    place."""
+    log = TMP / "limits-upstream.jsonl"
+    gw = Gateway(
+        "limits",
+        *auth_flags(TMP / "jwks.json"),
+        "--max-sessions",
+        "3",
+        "--max-sessions-per-caller",
+        "2",
+        upstream_args=upstream_cmd(log, TMP / "notes-limits"),
+    )
+    check("gateway with session limits starts", gw.up, gw.stderr()[-300:])
+    legacy = "2025-06-18"
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": legacy, "capabilities": {}, "clientInfo": {"name": "limits", "version": "0"}},
+    }
+    tokens = {who: token(who, scope="notes:read") for who in ("alice", "bob", "carol")}
+    async with http_client() as http:
+
+        async def open_session(who):
+            r = await http.post(gw.url, json=initialize, headers={**base, "Authorization": f"Bearer {tokens[who]}"})
+            return r, r.headers.get("mcp-session-id")
+
+        async def close(who, session):
+            headers = {**base, "Authorization": f"Bearer {tokens[who]}", "Mcp-Session-Id": session}
+            return (await http.delete(gw.url, headers=headers)).status_code
+
+        # Two at once: both places are counted before either is answered.
+        opened = await asyncio.gather(open_session("alice"), open_session("alice"))
+        alice = [session for _, session in opened]
+        check("alice opens two sessions at once", all(alice), [(r.status_code, r.text[:200]) for r, _ in opened])
+        r, third = await open_session("alice")
+        message = rpc_message(r)
+        check(
+            "alice's third session: 429 TOO_MANY_SESSIONS, no session id",
+            r.status_code == 429
+            and third is None
+            and message.get("error", {}).get("data", {}).get("toolgate") == "TOO_MANY_SESSIONS"
+            and message.get("id") == 1
+            and r.headers.get("retry-after"),
+            (r.status_code, r.text[:300], third),
+        )
+        r, bob = await open_session("bob")
+        check("bob still opens one of his own", r.status_code == 200 and bob, (r.status_code, r.text[:300]))
+        r, carol = await open_session("carol")
+        check(
+            "carol, past --max-sessions: 429",
+            r.status_code == 429 and carol is None and "--max-sessions" in r.text,
+            (r.status_code, r.text[:300]),
+        )
+        check("alice closes one of hers", alice[0] and await close("alice", alice[0]) == 200)
+        r, again = await open_session("alice")
+        check("...and may open another", r.status_code == 200 and again, (r.status_code, r.text[:300]))
+    gw.stop()
+
+
 async def origins():
     """`/mcp` answers only this machine's pages, --resource's and the
     --allow-origin ones: a web page the person visits cannot drive it."""
@@ -2062,6 +2126,7 @@ async def main():
         await section("metrics", metrics())
         await section("open listener", open_listener())
         await section("origins", origins())
+        await section("session limits", session_limits())
     finally:
         for g in GATEWAYS:
             g.stop()
