@@ -53,6 +53,11 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
         true,
     ),
     (
+        "UNKNOWN_TASK",
+        "a `tasks/get`, `tasks/update` or `tasks/cancel` from an MCP 2026-07-28 client naming a task the upstream did not start for this caller through the gateway (`-32602`; another caller's task is answered the same as none)",
+        false,
+    ),
+    (
         "STORE_UNAVAILABLE",
         "a blocked result (host fault): the ledger that makes a sealed confirmation single-use could not be reached",
         true,

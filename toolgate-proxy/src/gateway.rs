@@ -32,6 +32,7 @@ use crate::gate::RelayList;
 use crate::metrics::{self, Metrics};
 use crate::ordered::Ordered;
 use crate::policy::{Policy, PolicyText};
+use crate::tasks::TaskOwners;
 use crate::upstream::{self, Fault};
 
 /// Where the upstream server is.
@@ -191,14 +192,43 @@ impl Config {
 }
 
 impl SessionState {
-    fn new(config: Arc<Config>) -> SessionState {
+    /// `shared`: the one session behind every MCP 2026-07-28 request, whose
+    /// upstream tasks are kept apart by caller.
+    fn new(config: Arc<Config>, shared: bool) -> SessionState {
         SessionState {
             config,
             downstream: OnceLock::new(),
             upstream: tokio::sync::OnceCell::new(),
             rules: tokio::sync::Mutex::new(None),
             progress: Mutex::new(HashMap::new()),
+            tasks: shared.then(Mutex::default),
         }
+    }
+
+    fn task_table(&self) -> Option<std::sync::MutexGuard<'_, TaskOwners>> {
+        self.tasks
+            .as_ref()
+            .map(|tasks| tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Refuses a request about an upstream task another caller started (or
+    /// one the gateway did not see started) on the shared session.
+    fn check_task(&self, task: &str, ctx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let Some(tasks) = self.task_table() else {
+            return Ok(());
+        };
+        let caller = self.config.caller(&ctx.extensions)?;
+        if tasks.owns(task, &caller.subject) {
+            return Ok(());
+        }
+        tracing::info!(
+            subject = caller.subject,
+            "a request named a task it did not start: refused"
+        );
+        Err(ErrorData::invalid_params(
+            "toolgate proxy: no such task",
+            Some(json!({ "toolgate": "UNKNOWN_TASK" })),
+        ))
     }
 }
 
@@ -216,7 +246,7 @@ fn gateway_client_info() -> Result<InitializeRequestParams, ErrorData> {
 impl Gateway {
     pub fn new(config: Arc<Config>) -> Gateway {
         Gateway {
-            state: Arc::new(SessionState::new(config)),
+            state: Arc::new(SessionState::new(config, false)),
         }
     }
 
@@ -236,7 +266,7 @@ impl Gateway {
         let shared = config
             .stateless
             .get_or_try_init(|| async {
-                let state = Arc::new(SessionState::new(config.clone()));
+                let state = Arc::new(SessionState::new(config.clone(), true));
                 state.connect(gateway_client_info()?).await?;
                 Ok::<_, ErrorData>(state)
             })
@@ -288,6 +318,9 @@ pub(crate) struct SessionState {
     rules: tokio::sync::Mutex<Option<Arc<Rules>>>,
     /// Upstream progress token -> the client's own token.
     progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
+    /// On the shared 2026-07-28 session only: the subject each upstream
+    /// task was started for (`tasks.rs`).
+    tasks: Option<Mutex<TaskOwners>>,
 }
 
 struct Upstream {
@@ -800,6 +833,10 @@ impl SessionState {
         match result {
             Ok(mut r) => {
                 stamp_complete(&mut r);
+                if let (ServerResult::CreateTaskResult(created), Some(mut tasks)) = (&r, self.task_table()) {
+                    let caller = self.config.caller(&ctx.extensions)?;
+                    tasks.started(&created.task.task_id, &caller.subject);
+                }
                 Ok(r)
             }
             Err(e) => Err(self.upstream_error(e, &method).await),
@@ -1475,6 +1512,25 @@ macro_rules! relay {
     };
 }
 
+/// [`relay!`] for a request about one upstream task: on the shared session,
+/// only the caller the task was started for is answered.
+macro_rules! task_relay {
+    ($name:ident, $method:literal, $params:ty, $ret:ty, $conv:expr) => {
+        fn $name(
+            &self,
+            request: $params,
+            context: RequestContext<RoleServer>,
+        ) -> impl Future<Output = Result<$ret, ErrorData>> + Send + '_ {
+            async move {
+                let state = self.session(&context.meta).await?;
+                state.check_task(&request.task_id, &context)?;
+                let result = state.relay($method, &request, &context).await?;
+                $conv(result)
+            }
+        }
+    };
+}
+
 fn unit(_: ServerResult) -> Result<(), ErrorData> {
     Ok(())
 }
@@ -1532,7 +1588,13 @@ impl ServerHandler for Gateway {
     }
 
     fn get_info(&self) -> rmcp::model::ServerConfig {
-        server_config(&self.state)
+        // An MCP 2026-07-28 request is served by an instance with no upstream
+        // of its own: what it may be asked (rmcp serves `tasks/*` only where
+        // the capabilities say so) is the shared session's upstream's.
+        match self.state.config.stateless.get() {
+            Some(shared) if self.state.upstream.get().is_none() => server_config(shared),
+            _ => server_config(&self.state),
+        }
     }
 
     fn discover(
@@ -1611,15 +1673,15 @@ impl ServerHandler for Gateway {
         (),
         unit
     );
-    relay!(
+    task_relay!(
         get_task,
         "tasks/get",
         rmcp::model::GetTaskParams,
         rmcp::model::GetTaskResult,
         typed
     );
-    relay!(update_task, "tasks/update", rmcp::model::UpdateTaskParams, (), unit);
-    relay!(cancel_task, "tasks/cancel", rmcp::model::CancelTaskParams, (), unit);
+    task_relay!(update_task, "tasks/update", rmcp::model::UpdateTaskParams, (), unit);
+    task_relay!(cancel_task, "tasks/cancel", rmcp::model::CancelTaskParams, (), unit);
     relay!(
         list_skills,
         "skills/list",

@@ -30,6 +30,7 @@ mod owners;
 pub mod policy;
 pub mod seal;
 pub mod stdio;
+mod tasks;
 mod upstream;
 
 pub use audit::Audit;

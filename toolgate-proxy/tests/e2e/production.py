@@ -1983,6 +1983,93 @@ async def open_listener():
     authed.stop()
 
 
+async def shared_session_tasks():
+    """Every MCP 2026-07-28 caller's requests go through one upstream session:
+    a task the upstream starts for one caller's call (its ids count up, as
+    many servers' do) is answered only to that caller; another's tasks/get or
+    tasks/cancel of it is answered as for a task that does not exist."""
+    log = TMP / "tasks-upstream.jsonl"
+    gw = Gateway(
+        "tasks", *auth_flags(TMP / "jwks.json"), upstream_args=upstream_cmd(log, TMP / "notes-tasks", "--tasks")
+    )
+    check("gateway in front of a task-running upstream starts", gw.up, gw.stderr()[-300:])
+    alice, bob = token("alice", scope="notes:read"), token("bob", scope="notes:read")
+
+    # The gateway hands a task only to a client that declares the extension.
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    }
+
+    def request(method, params, tok, **headers):
+        body = {"jsonrpc": "2.0", "id": 2, "method": method, "params": {**params, "_meta": meta}}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": method,
+            "Authorization": f"Bearer {tok}",
+            **headers,
+        }
+        return body, headers
+
+    async def start(http, tag, tok):
+        body, headers = request("tools/call", {"name": "background", "arguments": {"tag": tag}}, tok, **{"Mcp-Name": "background"})
+        return rpc_message(await http.post(gw.url, json=body, headers=headers))
+
+    async with http_client() as http:
+        started = await start(http, "alice-job", alice)
+        task_id = started.get("result", {}).get("taskId")
+        check(
+            "alice's call is answered with a task",
+            started.get("result", {}).get("resultType") == "task" and task_id,
+            started,
+        )
+        if not task_id:
+            gw.stop()
+            return
+
+        async def ask(method, task, tok):
+            body, headers = request(method, {"taskId": task}, tok, **{"Mcp-Name": task})
+            r = await http.post(gw.url, json=body, headers=headers)
+            return r.status_code, rpc_message(r)
+
+        def unknown(answer):
+            status, message = answer
+            error = message.get("error", {})
+            return status == 200 and error.get("code") == -32602 and error.get("data", {}).get("toolgate") == "UNKNOWN_TASK"
+
+        bobs_get = await ask("tasks/get", task_id, bob)
+        check("bob's tasks/get of alice's task: unknown task", unknown(bobs_get), bobs_get)
+        check("...and nothing of her result in it", "alice-job" not in json.dumps(bobs_get), bobs_get)
+        bobs_cancel = await ask("tasks/cancel", task_id, bob)
+        check("bob's tasks/cancel of alice's task: unknown task", unknown(bobs_cancel), bobs_cancel)
+        check(
+            "...and it never reached the upstream",
+            not any("task_cancelled" in e for e in log_entries(log)),
+            log_entries(log),
+        )
+        nonexistent = await ask("tasks/get", "task-999", bob)
+        check("a task that does not exist is answered the same", unknown(nonexistent), nonexistent)
+        status, alices = await ask("tasks/get", task_id, alice)
+        check(
+            "alice reads her own task's result",
+            status == 200 and alices.get("result", {}).get("status") == "completed" and "job alice-job done" in json.dumps(alices),
+            (status, alices),
+        )
+        own = await start(http, "bob-job", bob)
+        bobs_task = own.get("result", {}).get("taskId")
+        status, bobs = await ask("tasks/get", bobs_task, bob)
+        check(
+            "bob reads the task started for him",
+            bobs_task and bobs_task != task_id and "job bob-job done" in json.dumps(bobs),
+            (own, status, bobs),
+        )
+        alices_view = await ask("tasks/get", bobs_task, alice)
+        check("...which alice cannot", unknown(alices_view), alices_view)
+    gw.stop()
+
+
 async def session_limits():
     """Each handshake-era session holds an upstream session (here a child
     process): with --auth one subject holds at most --max-sessions-per-caller
@@ -2127,6 +2214,7 @@ async def main():
         await section("open listener", open_listener())
         await section("origins", origins())
         await section("session limits", session_limits())
+        await section("shared-session tasks", shared_session_tasks())
     finally:
         for g in GATEWAYS:
             g.stop()

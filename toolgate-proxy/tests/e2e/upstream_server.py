@@ -15,6 +15,10 @@ Usage:
 so a gateway's readiness can be seen before its catalog is loaded.
 `--redefinable` adds `redefine_read_note`, which changes read_note's
 description and sends notifications/tools/list_changed.
+`--tasks` adds `background`, which the server runs as a task (SEP-2663: the
+call is answered `resultType: "task"`, the result read with `tasks/get`),
+with ids that count up (`task-1`, `task-2`, ...), as many servers' do; it does
+so whatever the client declared, as a server that does not check would.
 """
 
 import argparse
@@ -33,6 +37,76 @@ from mcp.types import ToolAnnotations
 HEADERS_OF_INTEREST = ("x-api-key", "authorization", "x-static")
 
 
+def task_extension(wanted):
+    """The tasks extension, advertised in the server's capabilities."""
+    if not wanted:
+        return None
+    from mcp.server.extension import Extension
+
+    class Tasks(Extension):
+        identifier = "io.modelcontextprotocol/tasks"
+
+    return [Tasks()]
+
+
+def serve_tasks(server, record):
+    """`background` as a task: the tool runs at once, its result is kept
+    under the next task id, and `tasks/get` / `tasks/cancel` answer for it."""
+    import itertools
+    from datetime import datetime, timezone
+
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CancelTaskRequestParams, GetTaskRequestParams
+
+    results = {}
+    counter = itertools.count(1)
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def background(tag: str) -> str:
+        """Start a background job (answered as a task)."""
+        record({"tool": "background", "arguments": {"tag": tag}})
+        return f"job {tag} done"
+
+    def task(task_id, status):
+        now = datetime.now(timezone.utc).isoformat()
+        return {"taskId": task_id, "status": status, "createdAt": now, "lastUpdatedAt": now, "ttlMs": None}
+
+    async def as_task(ctx, call_next):
+        result = await call_next(ctx)
+        if ctx.method == "initialize":
+            # mcp 2.3 advertises extensions on 2026-07-28 connections only; an
+            # upstream on rmcp says so on every version, as this one now does.
+            if hasattr(result, "model_dump"):
+                result = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+            extensions = result.setdefault("capabilities", {}).setdefault("extensions", {})
+            extensions.setdefault("io.modelcontextprotocol/tasks", {})
+            return result
+        if ctx.method != "tools/call" or (ctx.params or {}).get("name") != "background":
+            return result
+        if hasattr(result, "model_dump"):
+            result = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        task_id = f"task-{next(counter)}"
+        results[task_id] = result
+        return {"resultType": "task", **task(task_id, "working")}
+
+    def known(task_id):
+        if task_id not in results:
+            raise MCPError(code=-32602, message=f"unknown task {task_id}")
+
+    async def get_task(ctx, params):
+        known(params.task_id)
+        return {"resultType": "complete", **task(params.task_id, "completed"), "result": results[params.task_id]}
+
+    async def cancel_task(ctx, params):
+        known(params.task_id)
+        record({"task_cancelled": params.task_id})
+        return {}
+
+    server.middleware.append(as_task)
+    server._lowlevel_server.add_request_handler("tasks/get", GetTaskRequestParams, get_task)
+    server._lowlevel_server.add_request_handler("tasks/cancel", CancelTaskRequestParams, cancel_task)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", required=True)
@@ -43,6 +117,7 @@ def main():
     parser.add_argument("--keyfile")
     parser.add_argument("--client-ca")
     parser.add_argument("--redefinable", action="store_true")
+    parser.add_argument("--tasks", action="store_true")
     args = parser.parse_args()
     log_path = Path(args.log)
     notes = Path(args.notes)
@@ -58,7 +133,7 @@ def main():
         finally:
             os.close(fd)
 
-    server = MCPServer("toolgate-e2e-notes", version="1.0.0", log_level="WARNING")
+    server = MCPServer("toolgate-e2e-notes", version="1.0.0", log_level="WARNING", extensions=task_extension(args.tasks))
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     def read_note(name: str) -> str:
@@ -105,6 +180,9 @@ def main():
             )
             await ctx.session.send_tool_list_changed()
             return "read_note redefined"
+
+    if args.tasks:
+        serve_tasks(server, record)
 
     if args.start_delay > 0:
         time.sleep(args.start_delay)
