@@ -102,7 +102,7 @@ pub fn is_invisible(c: char) -> bool {
 /// (but the ordinary space U+0020, which a person reads as what it is) and
 /// control characters (Cc). Bidirectional controls, line and paragraph
 /// separators are in the invisible set (Cf, Zl, Zp).
-fn needs_escape(c: char) -> bool {
+pub fn needs_escape(c: char) -> bool {
     c.is_control() || (c != ' ' && is_invisible(c))
 }
 

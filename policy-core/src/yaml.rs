@@ -11,6 +11,7 @@ use crate::error::{Origin, Problem, ProblemCode};
 use serde_json::Value;
 
 mod keys;
+use tree::leading_zero_decimal;
 #[cfg(any(test, feature = "yaml-reference"))]
 mod reference;
 mod tree;
@@ -143,7 +144,50 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
     if let keys::Checked::Unfinished(problem) = keys_checked {
         return Err(problem);
     }
+    // Last, so a text the parser refuses keeps that error and position.
+    if let Some(problem) = refuse_misread_characters(text, origin) {
+        return Err(problem);
+    }
     Ok(node)
+}
+
+/// A character that makes the text read, or display, differently from how
+/// the parser reads it, anywhere (comments included): a YAML 1.2 parser reads
+/// NEL, LS and PS inside a comment as comment, where YAML 1.1 readers
+/// (PyYAML, yamllint) and editors see a new line, so a line a reviewer sees
+/// could be dropped; bidirectional embeddings, overrides and isolates
+/// reorder what is displayed; a lone carriage return in a file of line feeds
+/// makes a terminal draw the rest of the line over its start.
+fn refuse_misread_characters(text: &str, origin: Origin) -> Option<Problem> {
+    let has_line_feed = text.contains('\n');
+    let (mut line, mut column) = (1u64, 1u64);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let message = match c {
+            '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                "U+0085/U+2028/U+2029 break lines for YAML 1.1 and editors, not here: use a line feed"
+            }
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                "a bidirectional control: the text displays in another order than it reads"
+            }
+            '\r' if has_line_feed && chars.peek() != Some(&'\n') => {
+                "a lone carriage return among line feeds: a terminal draws the rest over the line"
+            }
+            '\n' | '\r' => {
+                if c == '\n' || chars.peek() != Some(&'\n') {
+                    line += 1;
+                    column = 1;
+                }
+                continue;
+            }
+            _ => {
+                column += 1;
+                continue;
+            }
+        };
+        return Some(Problem::new(ProblemCode::Syntax, origin, message).at(line, column));
+    }
+    None
 }
 
 /// Reading helpers that turn a wrong shape into a positioned problem.
@@ -200,6 +244,16 @@ impl Reader {
                     item.column,
                     ProblemCode::InvalidValue,
                     format!("`{what}` entries must not be empty"),
+                ));
+            }
+            // `requires: [amount<U+200B>]` would require another argument
+            // than the one a reviewer reads.
+            if s.chars().any(crate::display::needs_escape) {
+                return Err(self.error(
+                    item.line,
+                    item.column,
+                    ProblemCode::InvalidValue,
+                    format!("`{what}` entries must not hold invisible or control characters"),
                 ));
             }
             if out.iter().any(|o| o == s) {

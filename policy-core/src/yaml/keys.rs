@@ -10,7 +10,7 @@
 //!   unquoted (`yes` / `"yes"`, `1` / `'1'`), or a plain scalar that YAML 1.1
 //!   or YAML 1.2 resolution turns into the same null, boolean or number as
 //!   another key (`~` / `null`, `yes` / `on` / `true`, `1` / `0x1` / `1.0` /
-//!   `+1` / `0o1`, `010` / `8`, and, as Python compares them, `yes` / `1`),
+//!   `+1` / `0o1`, and, as Python compares them, `yes` / `1`),
 //!   or into a value whose text (as a reader that turns keys into strings
 //!   writes it: `null`, `true`, `1`, `Infinity`) is the other key's text;
 //! - a key that two mappings merged by one `<<: [*a, *b]` both define (which
@@ -27,8 +27,14 @@
 //! parse's budgets: if the main parse then accepts the document, the load
 //! still fails with this pass's problem (fail closed).
 //!
-//! The same walk over the parser's events refuses YAML tags, anywhere in the
-//! text and before any duplicate (one parse of the text for both checks).
+//! The same walk over the parser's events refuses, anywhere in the text and
+//! before any duplicate (one parse of the text for every check), what YAML
+//! readers read two ways: tags; an anchor name defined twice (an alias means
+//! the later one to YAML 1.2, PyYAML refuses the text); an anchor on `<<`
+//! (an alias of it is a merge to PyYAML, a plain key here); a plain number
+//! with a leading zero (`010`: 8 to YAML 1.1, 10 to YAML 1.2); and a list
+//! inside a merge list (`<<: [[*a], *b]`: flattened by some readers, refused
+//! by others, and it would hide two merged mappings defining one key).
 
 use super::{Position, TAGS_REFUSED, is_merge_key, is_null_spelling, is_tagged};
 use crate::error::{Origin, Problem, ProblemCode};
@@ -81,8 +87,9 @@ enum Shape {
     Scalar(Identity),
     /// A mapping's keys after its own merges.
     Map(Rc<[Identity]>),
-    /// A sequence's mapping elements (for `<<: [*a, *b]`), with positions.
-    Seq(Rc<[(Rc<[Identity]>, Position)]>),
+    /// A sequence's mapping elements (for `<<: [*a, *b]`), with positions,
+    /// and where its first element that is itself a list is.
+    Seq(Rc<[(Rc<[Identity]>, Position)]>, Option<Position>),
     Other,
 }
 
@@ -117,8 +124,10 @@ struct Checker<'input, I> {
     /// Events read, and whether the parser has stopped (end or error).
     seen: usize,
     ended: bool,
-    /// The first tagged node (see [`refuse_tags_and_duplicate_keys`]).
-    tag: Option<Problem>,
+    /// The first thing refused on sight (see [`refuse_tags_and_duplicate_keys`]).
+    refused: Option<Problem>,
+    /// Every anchor name defined so far.
+    anchor_names: std::collections::BTreeSet<String>,
     _input: std::marker::PhantomData<&'input ()>,
 }
 
@@ -134,22 +143,24 @@ const TAG_SCAN_EVENTS: usize = super::tree::limits::EVENTS + 1;
 /// for both; syntax errors are the main parse's to report, this pass stops
 /// quietly at one.
 pub fn refuse_tags_and_duplicate_keys(text: &str, origin: Origin) -> Result<Checked, Problem> {
+    let options = granit_parser::options! { emit_anchor_events: true };
     let mut checker = Checker {
-        events: granit_parser::Parser::new_from_str(text),
+        events: granit_parser::Parser::new_from_str_with_options(text, options),
         origin,
         anchors: BTreeMap::new(),
         merged_keys: 0,
         seen: 0,
         ended: false,
-        tag: None,
+        refused: None,
+        anchor_names: std::collections::BTreeSet::new(),
         _input: std::marker::PhantomData,
     };
     let walked = checker.walk();
     // A tag after where the key walk stopped is still refused first.
-    while checker.tag.is_none() && !checker.ended && checker.seen <= TAG_SCAN_EVENTS {
+    while checker.refused.is_none() && !checker.ended && checker.seen <= TAG_SCAN_EVENTS {
         checker.next_event();
     }
-    match (checker.tag, walked) {
+    match (checker.refused, walked) {
         (Some(tag), _) => Err(tag),
         (None, Ok(())) => Ok(Checked::All),
         (None, Err(Stop::Duplicate(problem))) => Err(problem),
@@ -186,11 +197,33 @@ where
             return None;
         };
         self.seen += 1;
-        if is_tagged(&event) && self.tag.is_none() && self.seen <= TAG_SCAN_EVENTS {
+        if self.refused.is_none() && self.seen <= TAG_SCAN_EVENTS {
             let at = Position::from(&span);
-            self.tag = Some(Problem::new(ProblemCode::Syntax, self.origin, TAGS_REFUSED).at(at.line, at.column));
+            self.refused = self
+                .read_two_ways(&event)
+                .map(|message| Problem::new(ProblemCode::Syntax, self.origin, message).at(at.line, at.column));
         }
         Some((event, span))
+    }
+
+    /// Why `event` is refused on sight, if it is: it means one thing to some
+    /// YAML readers and another to others.
+    fn read_two_ways(&mut self, event: &Event<'input>) -> Option<&'static str> {
+        match event {
+            _ if is_tagged(event) => Some(TAGS_REFUSED),
+            Event::Anchor(_, name) if !self.anchor_names.insert(name.to_string()) => {
+                Some("an anchor name defined twice: readers disagree on which one an alias means")
+            }
+            Event::Scalar(text, ScalarStyle::Plain, anchor, _) if *anchor != 0 && text == "<<" => {
+                Some("an anchor on `<<`: its alias is a merge to some readers, a key to others")
+            }
+            Event::Scalar(text, ScalarStyle::Plain, ..)
+                if super::leading_zero_decimal(text.strip_prefix(['+', '-']).unwrap_or(text)) =>
+            {
+                Some("a leading zero: `010` is 8 to YAML 1.1 and 10 to YAML 1.2: drop the zero or quote it")
+            }
+            _ => None,
+        }
     }
 
     /// The next node or collection end, skipping presentation events.
@@ -238,15 +271,18 @@ where
             Event::Alias(id) => Ok(self.anchors.get(&id).cloned().unwrap_or(Shape::Other)),
             Event::SequenceStart(_, anchor, _) => {
                 let mut maps = Vec::new();
+                let mut list_at = None;
                 while let Some((child, at)) = self.next_structural() {
                     if matches!(child, Event::SequenceEnd) {
                         break;
                     }
-                    if let Shape::Map(keys) = self.node(child, &at, depth + 1, false)? {
-                        maps.push((keys, Position::from(&at)));
+                    match self.node(child, &at, depth + 1, false)? {
+                        Shape::Map(keys) => maps.push((keys, Position::from(&at))),
+                        Shape::Seq(..) => list_at = list_at.or(Some(Position::from(&at))),
+                        _ => {}
                     }
                 }
-                let shape = Shape::Seq(maps.into());
+                let shape = Shape::Seq(maps.into(), list_at);
                 self.remember(anchor, &shape);
                 Ok(shape)
             }
@@ -287,7 +323,13 @@ where
             if is_merge {
                 let sources: Vec<(Rc<[Identity]>, Position)> = match value {
                     Shape::Map(keys) => vec![(keys, Position::from(&value_span))],
-                    Shape::Seq(maps) => maps.to_vec(),
+                    Shape::Seq(_, Some(at)) => {
+                        return Err(self.duplicate(
+                            at,
+                            "a list in a merge list: readers disagree on it: list the mappings".to_owned(),
+                        ));
+                    }
+                    Shape::Seq(maps, None) => maps.to_vec(),
                     _ => Vec::new(),
                 };
                 let mut from_this_merge = KeySet::default();
@@ -559,8 +601,6 @@ mod tests {
             ("1", "0o1"),
             ("1", "yes"),
             ("0", "false"),
-            ("010", "8"),
-            ("010", "10"),
             ("1_000", "1000"),
             ("1:30", "90"),
             ("~", "null"),
@@ -576,6 +616,27 @@ mod tests {
         ] {
             let text = format!("{a}: x\n{b}: y\n");
             assert_eq!(refused_at(&text), (2, 1), "{a} / {b}");
+        }
+    }
+
+    /// What YAML readers read two ways is refused where it is written,
+    /// before any duplicate: a leading-zero number (key or value), an anchor
+    /// name defined twice, an anchor on `<<`, a list inside a merge list.
+    #[test]
+    fn what_readers_read_two_ways_is_refused_where_it_is() {
+        for (text, at) in [
+            ("010: x\n8: y\n", (1, 1)),
+            ("a: 010\n", (1, 4)),
+            ("a: -07\n", (1, 4)),
+            ("a: &x 1\nb: &x 2\nc: *x\n", (2, 4)),
+            ("a: {k: 1}\nb:\n  &m <<: *a\n", (3, 6)),
+            ("a: &a {k: 1}\nb: &b {k: 2}\nc:\n  <<: [[*a], *b]\n", (4, 8)),
+            ("a: &a {k: 1}\nl: &l [*a]\nc:\n  <<: [*l]\n", (4, 8)),
+        ] {
+            assert_eq!(refused_at(text), at, "{text}");
+        }
+        for fine in ["a: 0\nb: 0.5\nc: '010'\nd: 10\n", "a: &a {k: 1}\nc:\n  <<: [*a]\n"] {
+            assert!(refuse_tags_and_duplicate_keys(fine, Origin::Policy).is_ok(), "{fine}");
         }
     }
 

@@ -816,7 +816,7 @@ fn typed_plain(text: &str) -> Result<NodeValue, &'static str> {
 }
 
 /// `0127`: a decimal with a redundant leading zero.
-fn leading_zero_decimal(digits: &str) -> bool {
+pub(super) fn leading_zero_decimal(digits: &str) -> bool {
     digits.len() > 1 && digits.starts_with('0') && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
