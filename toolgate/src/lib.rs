@@ -627,8 +627,12 @@ impl Engine {
     /// never picked up; code wasmtime refuses (another CPU, a damaged file)
     /// means compiling, never running without the engine. Both places are
     /// trusted like the binary itself: on Unix a shipped file is used only
-    /// when the executable's owner owns it and not everyone may write it;
-    /// keep the cache owned by its user.
+    /// when the executable's owner owns it and not everyone may write it, and
+    /// cached code only when this process's user owns it, no one else may
+    /// write it, and it lies in a folder no one else can swap it in (a
+    /// shared `TOOLGATE_CACHE_DIR` means compiling, never running another
+    /// user's code). `TOOLGATE_CACHE_DIR` set to `off`, `0` or empty
+    /// disables the cache.
     pub fn cached() -> Result<Engine, Error> {
         Engine::cached_with(Limits::default())
     }
@@ -648,12 +652,14 @@ impl Engine {
             return Engine::from_component_bytes(COMPONENT, limits);
         };
         let path = dir.join(&name);
-        if let Ok(engine) = Engine::from_precompiled_file(&path, limits) {
+        if own_cache_file(&path)
+            && let Ok(engine) = Engine::from_precompiled_file(&path, limits)
+        {
             return Ok(engine);
         }
         let bytes = engine.precompile_component(COMPONENT).map_err(component_error)?;
         // Best effort: a cache that cannot be written only costs speed.
-        let _ = write_atomically(&path, &bytes);
+        let _ = write_cache(&path, &bytes);
         Engine::from_precompiled(&bytes, limits)
     }
 
@@ -870,21 +876,105 @@ fn shipped_with(_exe: &std::path::Path, code: &std::path::Path) -> bool {
     code.is_file()
 }
 
+/// Whether cached native code at `code` may run: a regular file (not a
+/// link); on Unix also owned by this process's (effective) user, not
+/// writable by group or others, in a folder no one else can swap it in (not
+/// writable by everyone, or sticky). The code runs unchecked, so on a host
+/// where the cache path is shared (`TOOLGATE_CACHE_DIR=/tmp/…`,
+/// `XDG_CACHE_HOME` on a shared volume, `sudo -E` keeping another user's
+/// `HOME`), a file someone else put or could edit there is compiled over
+/// instead, never loaded. The Python package keeps the same rule.
+#[cfg(unix)]
+fn own_cache_file(code: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dir = code.parent().unwrap_or(std::path::Path::new("."));
+    match (std::fs::symlink_metadata(code), std::fs::metadata(dir)) {
+        (Ok(code), Ok(dir)) => {
+            code.file_type().is_file()
+                && code.uid() == effective_uid()
+                && code.mode() & 0o022 == 0
+                && no_one_else_swaps(&dir)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn own_cache_file(code: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(code).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// A folder where no other user can replace a file: not writable by
+/// everyone, or sticky (each may then replace only their own).
+#[cfg(unix)]
+fn no_one_else_swaps(dir: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    dir.mode() & 0o002 == 0 || dir.mode() & 0o1000 != 0
+}
+
+/// The user this process acts as: the owner of the files it writes.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes nothing, cannot fail, and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// Puts native code in the cache: a folder this creates is this user's
+/// alone (0700), a folder others could swap files in is not written (its
+/// code would never be loaded), and the file is written private (0600) under
+/// a new name and renamed into place.
+fn write_cache(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)?;
+    #[cfg(unix)]
+    if !no_one_else_swaps(&std::fs::metadata(dir)?) {
+        return Err(std::io::Error::other("the cache folder is writable by everyone"));
+    }
+    write_new(path, bytes, true)
+}
+
 /// Writes a file whole or not at all (a temporary file, then a rename), so a
 /// reader never maps half of it.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir)?;
+    write_new(path, bytes, false)
+}
+
+/// Temporary files written by this process: unique per process and per
+/// write, so two threads that both missed the cache never share one.
+static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The temporary file is created new (`O_EXCL`: never through a link or
+/// over a file someone put under its name), 0600 when `private`.
+fn write_new(path: &std::path::Path, bytes: &[u8], private: bool) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // Unique per process and per write: two threads that both missed the
-    // cache must not write into one temporary file.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}.{write}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    if private {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    let mut file = options.open(&tmp)?;
+    file.write_all(bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
         .inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
@@ -892,10 +982,11 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
 }
 
 fn cache_dir() -> Option<std::path::PathBuf> {
+    // As the Python package reads it: `off`, `0` and empty disable it.
     match std::env::var_os("TOOLGATE_CACHE_DIR") {
-        Some(v) if v == "off" => None,
-        Some(v) if !v.is_empty() => Some(v.into()),
-        _ => platform_cache_base().map(|base| base.join("toolgate")),
+        Some(v) if v == "off" || v == "0" || v.is_empty() => None,
+        Some(v) => Some(v.into()),
+        None => platform_cache_base().map(|base| base.join("toolgate")),
     }
 }
 
@@ -1193,7 +1284,7 @@ impl RuleSet {
 
 #[cfg(test)]
 mod tests {
-    use super::Decision;
+    use super::*;
 
     /// Code beside the executable is taken only as a regular file of the
     /// executable's owner, not writable by others, in a folder no one else
@@ -1302,5 +1393,67 @@ mod tests {
                 assert_eq!(Some(head), parsed(decision), "{decision}");
             }
         }
+    }
+
+    /// Cached native code runs only when this user wrote it where no one
+    /// else could change it; the cache is written so that it stays so.
+    #[cfg(unix)]
+    #[test]
+    fn cached_code_runs_only_when_this_user_owns_it_alone() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let set_mode = |path: &std::path::Path, mode: u32| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let root = std::env::temp_dir().join(format!("toolgate-cache-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("toolgate");
+        let code = dir.join("code.cwasm");
+        write_cache(&code, b"native code").unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&code).unwrap().mode() & 0o777, 0o600);
+        assert!(own_cache_file(&code));
+
+        // Writable by the group or by everyone: someone else could have
+        // changed it.
+        for mode in [0o620, 0o602, 0o666] {
+            set_mode(&code, mode);
+            assert!(!own_cache_file(&code), "{mode:o}");
+        }
+        set_mode(&code, 0o600);
+
+        // A link, even to this user's own file.
+        let link = dir.join("link.cwasm");
+        std::os::unix::fs::symlink(&code, &link).unwrap();
+        assert!(!own_cache_file(&link));
+
+        // A folder everyone may write (not sticky): neither loaded nor written.
+        set_mode(&dir, 0o777);
+        assert!(!own_cache_file(&code));
+        assert!(write_cache(&dir.join("other.cwasm"), b"x").is_err());
+        set_mode(&dir, 0o1777);
+        assert!(own_cache_file(&code));
+        set_mode(&dir, 0o700);
+
+        // Another user's file (as root, the CI's user, the test can make one).
+        if effective_uid() == 0 {
+            std::os::unix::fs::chown(&code, Some(65534), None).unwrap();
+            assert!(!own_cache_file(&code));
+            std::os::unix::fs::chown(&code, Some(0), None).unwrap();
+            assert!(own_cache_file(&code));
+        }
+
+        // A link planted at the temporary file's name is not written through.
+        let victim = root.join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let target = dir.join("planted.cwasm");
+        let next = WRITES.load(std::sync::atomic::Ordering::Relaxed);
+        for n in next..next + 8 {
+            let tmp = dir.join(format!(".planted.cwasm.{}.{n}.tmp", std::process::id()));
+            std::os::unix::fs::symlink(&victim, tmp).unwrap();
+        }
+        assert!(write_cache(&target, b"attacker-chosen path").is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert!(!target.exists());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
