@@ -42,24 +42,10 @@ pub fn is_stateless(meta: &RequestMetaObject) -> bool {
     meta.protocol_version().is_some_and(|v| !v.has_initialize())
 }
 
-/// Whether a 2026-07-28 request declared form elicitation in its own
-/// `_meta` (`elicitation: {}` means form, as in 2025-06-18).
-pub fn declares_form_elicitation(meta: &RequestMetaObject) -> bool {
-    let Some(caps) = meta.client_capabilities() else {
-        return false;
-    };
-    let Ok(Value::Object(caps)) = serde_json::to_value(caps) else {
-        return false;
-    };
-    match caps.get("elicitation") {
-        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
-        _ => false,
-    }
-}
-
-// What the person is asked, and the form it is asked with: the same words
-// as an rmcp server guarded in process.
-pub use toolgate_rmcp::{elicitation_params, prompt};
+// What the person is asked, the form it is asked with, and whether a
+// 2026-07-28 request declared it can be asked: as for an rmcp server guarded
+// in process.
+pub use toolgate_rmcp::{declares_form_elicitation, elicitation_params, prompt};
 
 fn random_id() -> Result<String, String> {
     use base64::Engine as _;

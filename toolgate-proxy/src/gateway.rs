@@ -923,7 +923,8 @@ impl SessionState {
         })?;
         let value: Value = serde_json::from_str(&listed)
             .map_err(|e| internal(format!("toolgate proxy: unreadable tools/list: {e}"), "ENGINE_ERROR"))?;
-        let mut result = ServerResult::ListToolsResult(from_json(value)?);
+        // Decided for this caller (scopes, surface): private to them.
+        let mut result = ServerResult::ListToolsResult(toolgate_rmcp::private_listing(from_json(value)?));
         stamp_complete(&mut result);
         Ok(result)
     }

@@ -208,7 +208,7 @@ impl<S: Service<RoleServer>> Guarded<S> {
             .map_err(|e| fault(&format!("tools/list could not be answered: {e}")))?;
         let result: ListToolsResult =
             serde_json::from_str(&listed).map_err(|e| fault(&format!("unreadable tools/list from the engine: {e}")))?;
-        Ok(ServerResult::ListToolsResult(result))
+        Ok(ServerResult::ListToolsResult(private_listing(result)))
     }
 
     async fn call_tool(
@@ -225,7 +225,10 @@ impl<S: Service<RoleServer>> Guarded<S> {
         // The model's own word counts only where the person cannot be asked
         // (docs/spec.md §8).
         let asks = self.asks(&context);
-        let first = if self.trust_model_confirmation && !asks {
+        // A 2026-07-28 client that declares form elicitation could be asked
+        // (by a host that can send `input_required`): its model's word is
+        // never taken, though this guard cannot ask it.
+        let first = if self.trust_model_confirmation && !asks && !declares_form_elicitation(&context.meta) {
             Confirmation::Argument
         } else {
             Confirmation::None
@@ -236,6 +239,14 @@ impl<S: Service<RoleServer>> Guarded<S> {
             && asks
             && self.ask(&context, &params.name, params.arguments.as_ref()).await
         {
+            // The person answered about the rules the call started with: if
+            // the server's tools changed while they were asked (a pin may no
+            // longer match, the tool may be gone), that answer is not about
+            // the tool that would run now.
+            let current = self.rules(&context).await?;
+            if !Arc::ptr_eq(&current, &rules) {
+                return blocked(&outcome, &params.name);
+            }
             outcome = rules.decide(call.as_bytes(), &self.context, Confirmation::Person);
         }
         let Some(forward) = outcome.forward.as_deref() else {
@@ -338,6 +349,29 @@ fn blocked(outcome: &Outcome, name: &str) -> Result<ServerResult, ErrorData> {
             Ok(ServerResult::CallToolResult(result))
         }
         None => Err(ErrorData::invalid_params(format!("Unknown tool: {name}"), None)),
+    }
+}
+
+/// A listing decided for this guard's caller: only that caller's client may
+/// cache it (MCP 2026-07-28 reads an absent `cacheScope` as public, so an
+/// intermediary could serve one caller's list to another).
+pub fn private_listing(mut result: ListToolsResult) -> ListToolsResult {
+    result.cache_scope = Some(rmcp::model::CacheScope::Private);
+    result
+}
+
+/// Whether an MCP 2026-07-28 request declared form elicitation in its own
+/// `_meta` (`elicitation: {}` means form, as in 2025-06-18).
+pub fn declares_form_elicitation(meta: &rmcp::model::RequestMetaObject) -> bool {
+    let Some(caps) = meta.client_capabilities() else {
+        return false;
+    };
+    let Ok(Value::Object(caps)) = serde_json::to_value(caps) else {
+        return false;
+    };
+    match caps.get("elicitation") {
+        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
+        _ => false,
     }
 }
 

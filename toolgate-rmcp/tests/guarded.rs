@@ -36,6 +36,8 @@ struct Notes {
     withdrawn: Arc<std::sync::atomic::AtomicBool>,
     /// tools/list never answers.
     stalled: Arc<std::sync::atomic::AtomicBool>,
+    /// write_note taken off the list.
+    write_withdrawn: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn tool(name: &str, read_only: bool) -> Tool {
@@ -69,6 +71,7 @@ impl rmcp::ServerHandler for Notes {
             ]
             .into_iter()
             .filter(|t| t.name != "read_note" || !self.withdrawn.load(std::sync::atomic::Ordering::SeqCst))
+            .filter(|t| t.name != "write_note" || !self.write_withdrawn.load(std::sync::atomic::Ordering::SeqCst))
             .collect();
             let start: usize = request.and_then(|r| r.cursor).map_or(0, |c| c.parse().unwrap());
             let mut page = ListToolsResult::with_all_items(all.iter().skip(start).take(2).cloned().collect());
@@ -414,5 +417,65 @@ async fn the_models_word_is_not_taken_where_the_person_can_be_asked() {
     assert_eq!(code(&write).as_deref(), Some("CONFIRMATION_REQUIRED"));
     assert_eq!(asked.lock().unwrap().len(), 1);
     assert!(server.ran.lock().unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+/// A person who accepts, while the server withdraws the tool they are asked
+/// about (before answering).
+#[derive(Clone)]
+struct AcceptsWhileWithdrawn {
+    server: Notes,
+}
+
+#[allow(clippy::manual_async_fn)]
+impl rmcp::ClientHandler for AcceptsWhileWithdrawn {
+    fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
+        async move {
+            self.server
+                .write_withdrawn
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(ElicitResult::new(ElicitationAction::Accept))
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        Person {
+            answer: ElicitationAction::Accept,
+            asked: Arc::default(),
+        }
+        .get_info()
+    }
+}
+
+/// A yes is about the tool as it was when the person was asked: a tool the
+/// server changed or withdrew meanwhile does not run on it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_yes_given_while_the_tool_changed_does_not_run_it() {
+    let server = Notes::default();
+    let client = serve(
+        server.clone(),
+        Context::default(),
+        AcceptsWhileWithdrawn { server: server.clone() },
+    )
+    .await;
+    let write = client
+        .call_tool(CallToolRequestParams::new("write_note").with_arguments(arguments(json!({"text": "c"}))))
+        .await
+        .unwrap();
+    assert_eq!(code(&write).as_deref(), Some("CONFIRMATION_REQUIRED"));
+    assert!(server.ran.lock().unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+/// The list is decided for this guard's caller: private to their client.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_listing_is_private_to_the_caller() {
+    let client = serve(Notes::default(), Context::default(), ()).await;
+    let listed = client.list_tools(None).await.unwrap();
+    assert_eq!(listed.cache_scope, Some(rmcp::model::CacheScope::Private));
     client.cancel().await.unwrap();
 }

@@ -11,8 +11,10 @@
 //! ```no_run
 //! let engine = toolgate::Engine::new()?;
 //! let rules = engine.load(None, r#"{"tools":[{"name":"lookup","annotations":{"readOnlyHint":true}}]}"#)?;
-//! let decision = rules.evaluate(br#"{"name":"lookup","arguments":{}}"#, &toolgate::Context::default());
-//! assert!(decision.ok);
+//! // The model's own `confirmed: true` never counts here: no person was asked.
+//! let context = toolgate::Context::default().to_json();
+//! let outcome = rules.decide(br#"{"name":"lookup","arguments":{}}"#, &context, toolgate::Confirmation::None);
+//! assert!(outcome.forward.is_some()); // the arguments to run the tool with
 //! # Ok::<(), toolgate::Error>(())
 //! ```
 
@@ -1098,6 +1100,12 @@ impl RuleSet {
 
     /// Decides one call (the JSON bytes of `{"name", "arguments"}`). Never
     /// fails: every failure, including the engine's own, is a deny.
+    ///
+    /// This is the contract's `evaluate` (docs/spec.md §4): the call's own
+    /// `confirmed: true` (or `confirmation: true`) counts as the person's
+    /// confirmation. In front of a model, which can write that field itself,
+    /// gate with [`RuleSet::decide`] and the confirmation the host obtained
+    /// ([`Confirmation::None`] where it asked no one).
     pub fn evaluate(&self, call: &[u8], context: &Context) -> Decision {
         self.evaluate_raw(call, &context.to_json())
     }

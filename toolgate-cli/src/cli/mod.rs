@@ -43,6 +43,8 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Decides calls: JSON lines on stdin (or one `--call`), one decision per line on stdout.
+    /// The contract's `evaluate`: a call's own `confirmed: true` counts as confirmed (a policy
+    /// author's view; in front of a model, use `toolgate proxy` or an SDK's `decide`).
     Eval(EvalArgs),
     /// Prints the MCP tools/list result this context may see.
     List(RulesArgs),

@@ -1983,6 +1983,37 @@ async def open_listener():
     authed.stop()
 
 
+async def private_listing():
+    """A tools/list is decided for its caller (scopes, surface): a 2026-07-28
+    answer says `cacheScope: private`, so no intermediary serves one
+    caller's list to another (absent, the revision reads it as public)."""
+    log = TMP / "listing-upstream.jsonl"
+    gw = Gateway("listing", *auth_flags(TMP / "jwks.json"), upstream_args=upstream_cmd(log, TMP / "notes-listing"))
+    check("gateway for the listing starts", gw.up, gw.stderr()[-300:])
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/list",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+        "Authorization": f"Bearer {token('alice', scope='notes:read')}",
+    }
+    async with http_client() as http:
+        r = await http.post(gw.url, json=body, headers=headers)
+    result = rpc_message(r).get("result", {})
+    check(
+        "a 2026-07-28 tools/list is private to its caller",
+        r.status_code == 200 and result.get("cacheScope") == "private" and result.get("tools"),
+        (r.status_code, r.text[:300]),
+    )
+    gw.stop()
+
+
 async def shared_session_tasks():
     """Every MCP 2026-07-28 caller's requests go through one upstream session:
     a task the upstream starts for one caller's call (its ids count up, as
@@ -2215,6 +2246,7 @@ async def main():
         await section("origins", origins())
         await section("session limits", session_limits())
         await section("shared-session tasks", shared_session_tasks())
+        await section("private listing", private_listing())
     finally:
         for g in GATEWAYS:
             g.stop()
