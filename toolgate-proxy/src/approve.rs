@@ -562,9 +562,12 @@ async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: H
         return forged();
     };
     let key = approved_key(&pending.digest, &pending.revision, &pending.caller);
-    let also = approve.then_some(Also {
+    // An approval is kept per call (not per link); a deny on any link of the
+    // same call takes back an approval given on another, so the person's
+    // last word is the one that stands.
+    let also = Some(Also {
         key: &key,
-        value: &pending.id,
+        value: if approve { &pending.id } else { "" },
         ttl_ms: pending.expires_ms.saturating_sub(now).max(1),
     });
     match replace_record(&served, &id, &pending, &text, &next_text, also, now).await {

@@ -76,8 +76,10 @@ pub struct ProxyArgs {
     /// A file of secrets that seal pending confirmations for MCP 2026-07-28
     /// clients (`requestState`), one per line, the sealing one first; every
     /// line opens (rotation). Replicas that share it accept each other's
-    /// states. Also `TOOLGATE_STATE_SECRET` (comma-separated). Without
-    /// either: a random key for this process (one replica).
+    /// states, with a shared `--store redis://…` (under `--store memory` the
+    /// secret is not used: a confirmation could run once per process). Also
+    /// `TOOLGATE_STATE_SECRET` (comma-separated). Without either: a random
+    /// key for this process (one replica).
     #[arg(long, value_name = "FILE")]
     pub state_secret_file: Option<PathBuf>,
     /// Seconds a person's pending confirmation stays valid.
@@ -360,11 +362,30 @@ fn state_keys(args: &ProxyArgs) -> Result<KeyRing, ProxyError> {
     Ok(ring)
 }
 
+/// With `--store memory`, redeemed confirmations are known to this process
+/// only: a secret other processes share would let each of them (another
+/// replica, this one restarted) run a confirmation again, so the secret is
+/// checked and then not used, and a random key of this process seals.
 async fn sealing(args: &ProxyArgs) -> Result<Sealing, ProxyError> {
-    let keys = state_keys(args)?;
-    let ledger = match args.store.as_str() {
-        "memory" => Ledger::memory(),
-        url => Ledger::redis(url).await.map_err(|e| ProxyError::Usage(e.to_string()))?,
+    let (keys, ledger) = match args.store.as_str() {
+        "memory" => {
+            let configured = args.state_secret_file.is_some()
+                || std::env::var("TOOLGATE_STATE_SECRET").is_ok_and(|text| !text.trim().is_empty());
+            let keys = state_keys(args)?;
+            let keys = if configured {
+                eprintln!(
+                    "toolgate proxy: --store memory keeps redeemed confirmations in this process only, so a shared state secret would let another replica, or this one restarted, run a confirmation again: the secret is not used, pending confirmations are sealed with a random key of this process; give the replicas a shared --store redis://… with the secret"
+                );
+                KeyRing::ephemeral().map_err(|e| ProxyError::Usage(e.to_string()))?
+            } else {
+                keys
+            };
+            (keys, Ledger::memory())
+        }
+        url => (
+            state_keys(args)?,
+            Ledger::redis(url).await.map_err(|e| ProxyError::Usage(e.to_string()))?,
+        ),
     };
     Ok(Sealing {
         keys,

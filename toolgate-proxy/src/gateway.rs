@@ -1052,6 +1052,18 @@ impl SessionState {
         match confirm::answer(params.input_responses.as_ref()) {
             confirm::Answer::Accept => {}
             confirm::Answer::Refuse => {
+                // The person's no is final: a state sealed for this very
+                // call is spent, so it cannot be sent again with an accept.
+                if let Some(state) = params.request_state.as_deref()
+                    && let Ok((_, id, expires_ms)) = self.opened_seal(state, rules, &call)
+                {
+                    let _ = self
+                        .config
+                        .sealing
+                        .ledger
+                        .redeem(&id, expires_ms, confirm::now_ms())
+                        .await;
+                }
                 let outcome = rules.set.decide(call.json.as_bytes(), context, Confirmation::None);
                 call.record(outcome.decision.code.as_deref(), Some("declined"), None, "blocked");
                 return rules.refuse(&call.name, &outcome);
@@ -1062,29 +1074,15 @@ impl SessionState {
         let Some(state) = params.request_state.as_deref() else {
             return invalid("no requestState");
         };
-        let payload = match sealing.keys.open(state).map(String::from_utf8) {
-            Ok(Ok(payload)) => payload,
-            Ok(Err(_)) => return invalid("not UTF-8"),
-            Err(e) => return invalid(&e.to_string()),
+        let (outcome, id, expires_ms) = match self.opened_seal(state, rules, &call) {
+            Ok(opened) => opened,
+            Err(Unopened::Invalid(why)) => return invalid(&why),
+            Err(Unopened::Refused(outcome, id)) => {
+                call.record(outcome.decision.code.as_deref(), Some("mrtr"), Some(&id), "blocked");
+                return rules.refuse(&call.name, &outcome);
+            }
         };
-        let now = confirm::now_ms();
-        let outcome = rules.set.decide(
-            call.json.as_bytes(),
-            context,
-            Confirmation::Seal {
-                payload: &payload,
-                caller: &call.caller.subject,
-                now_ms: now,
-            },
-        );
-        let Some((id, expires_ms)) = confirm::seal_id(&payload) else {
-            return invalid("no id in the payload");
-        };
-        if outcome.forward.is_none() {
-            call.record(outcome.decision.code.as_deref(), Some("mrtr"), Some(&id), "blocked");
-            return rules.refuse(&call.name, &outcome);
-        }
-        match sealing.ledger.redeem(&id, expires_ms, now).await {
+        match sealing.ledger.redeem(&id, expires_ms, confirm::now_ms()).await {
             Ok(true) => {}
             Ok(false) => return invalid("already redeemed"),
             Err(e) => {
@@ -1098,6 +1096,34 @@ impl SessionState {
         params.input_responses = None;
         params.request_state = None;
         self.forward_call(params, outcome, ctx).await
+    }
+
+    /// Opens a sealed state and has the engine decide the call by it: the
+    /// allowing outcome, the seal's id and its expiry, when the state is this
+    /// gateway's and sealed for exactly this call, caller and revision, and
+    /// unexpired (not yet redeemed: that is the ledger's to say).
+    fn opened_seal(&self, state: &str, rules: &Rules, call: &Call<'_>) -> Result<(Outcome, String, u64), Unopened> {
+        let payload = match self.config.sealing.keys.open(state).map(String::from_utf8) {
+            Ok(Ok(payload)) => payload,
+            Ok(Err(_)) => return Err(Unopened::Invalid("not UTF-8".into())),
+            Err(e) => return Err(Unopened::Invalid(e.to_string())),
+        };
+        let outcome = rules.set.decide(
+            call.json.as_bytes(),
+            &call.caller.context_json,
+            Confirmation::Seal {
+                payload: &payload,
+                caller: &call.caller.subject,
+                now_ms: confirm::now_ms(),
+            },
+        );
+        let Some((id, expires_ms)) = confirm::seal_id(&payload) else {
+            return Err(Unopened::Invalid("no id in the payload".into()));
+        };
+        if outcome.forward.is_none() {
+            return Err(Unopened::Refused(Box::new(outcome), id));
+        }
+        Ok((outcome, id, expires_ms))
     }
 
     /// Forwards the call exactly as the engine returned it.
@@ -1310,6 +1336,14 @@ impl SessionState {
 }
 
 /// One `tools/call` being decided: what its audit lines share.
+/// Why a sealed state does not allow the call.
+enum Unopened {
+    /// Not this gateway's, damaged, or without an id.
+    Invalid(String),
+    /// The engine's refusal (another call, caller or revision; expired).
+    Refused(Box<Outcome>, String),
+}
+
 struct Call<'a> {
     name: String,
     /// `{"name", "arguments"}` as the engine reads it.

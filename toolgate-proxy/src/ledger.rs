@@ -68,9 +68,13 @@ impl Ledger {
         })
     }
 
-    /// Records `id` as redeemed until `expires_ms`. `Ok(true)` the first
-    /// time, `Ok(false)` when it was already redeemed (on any replica).
+    /// Records `id` as redeemed until well past `expires_ms` (`REDEEMED_MARGIN_MS`:
+    /// a replica whose clock is behind, or a wall clock stepped back, still
+    /// takes the seal as unexpired for a while, and must still find it
+    /// spent). `Ok(true)` the first time, `Ok(false)` when it was already
+    /// redeemed (on any replica).
     pub async fn redeem(&self, id: &str, expires_ms: u64, now_ms: u64) -> Result<bool, LedgerError> {
+        let expires_ms = expires_ms.saturating_add(REDEEMED_MARGIN_MS);
         match self {
             Ledger::Memory(ids, _) => {
                 let mut ids = ids.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -107,13 +111,18 @@ impl Ledger {
     }
 }
 
+/// How long past its expiry a redeemed seal id is kept: more than any clock
+/// skew between replicas a deployment should have.
+pub const REDEEMED_MARGIN_MS: u64 = 10 * 60 * 1000;
+
 /// Compare-and-set of a record in a shared store: `KEYS[1]` is replaced by
-/// `ARGV[2]` only while it still holds `ARGV[1]`; then, when `ARGV[4]` is
-/// not empty, `KEYS[2]` is set to it for `ARGV[5]` ms.
+/// `ARGV[2]` only while it still holds `ARGV[1]`; then `KEYS[2]` is set to
+/// `ARGV[4]` for `ARGV[5]` ms (`ARGV[6]` = `set`) or deleted (`del`).
 const CAS_SCRIPT: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if ARGV[4] ~= '' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5]) end
+if ARGV[6] == 'set' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+elseif ARGV[6] == 'del' then redis.call('DEL', KEYS[2]) end
 return 1
 ";
 
@@ -123,7 +132,7 @@ const COUNT_SCRIPT: &str =
     "local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n";
 
 /// A value also written by [`Ledger::swap`]: `key` set to `value` for
-/// `ttl_ms`.
+/// `ttl_ms`; an empty `value` deletes `key`.
 #[derive(Debug, Clone, Copy)]
 pub struct Also<'a> {
     pub key: &'a str,
@@ -200,11 +209,17 @@ impl Ledger {
                 return Ok(false);
             }
             kv.insert(key.to_owned(), (new.to_owned(), now_ms.saturating_add(ttl_ms)));
-            if let Some(also) = also {
-                kv.insert(
-                    also.key.to_owned(),
-                    (also.value.to_owned(), now_ms.saturating_add(also.ttl_ms)),
-                );
+            match also {
+                Some(also) if also.value.is_empty() => {
+                    kv.remove(also.key);
+                }
+                Some(also) => {
+                    kv.insert(
+                        also.key.to_owned(),
+                        (also.value.to_owned(), now_ms.saturating_add(also.ttl_ms)),
+                    );
+                }
+                None => {}
             }
             return Ok(true);
         }
@@ -212,7 +227,12 @@ impl Ledger {
         cmd.arg(CAS_SCRIPT).arg(2).arg(key).arg(also.map_or(key, |a| a.key));
         cmd.arg(old).arg(new).arg(ttl_ms.max(1));
         cmd.arg(also.map_or("", |a| a.value))
-            .arg(also.map_or(1, |a| a.ttl_ms.max(1)));
+            .arg(also.map_or(1, |a| a.ttl_ms.max(1)))
+            .arg(match also {
+                None => "",
+                Some(a) if a.value.is_empty() => "del",
+                Some(_) => "set",
+            });
         let done: i64 = self.query(cmd).await?;
         Ok(done == 1)
     }
@@ -291,6 +311,11 @@ mod tests {
         assert_eq!(store.get("k", 20).await.unwrap().as_deref(), Some("v2"));
         assert_eq!(store.take("a", 20).await.unwrap().as_deref(), Some("id"));
         assert_eq!(store.take("a", 20).await.unwrap(), None);
+        // An empty value deletes.
+        assert!(store.swap("k", "v2", "v2b", 1_000, Some(also), 10).await.unwrap());
+        let delete = Also { value: "", ..also };
+        assert!(store.swap("k", "v2b", "v2", 1_000, Some(delete), 10).await.unwrap());
+        assert_eq!(store.take("a", 20).await.unwrap(), None);
         // Expired values are gone.
         assert!(store.swap("k", "v2", "v3", 1_000, Some(also), 20).await.unwrap());
         assert_eq!(store.take("a", 600).await.unwrap(), None);
@@ -331,6 +356,11 @@ mod tests {
         assert!(store.swap(&key, "v1", "v2", 5_000, Some(also), 0).await.unwrap());
         assert_eq!(store.get(&key, 0).await.unwrap().as_deref(), Some("v2"));
         assert_eq!(store.take(&also_key, 0).await.unwrap().as_deref(), Some("id"));
+        assert_eq!(store.take(&also_key, 0).await.unwrap(), None);
+        // An empty value deletes.
+        assert!(store.swap(&key, "v2", "v2b", 5_000, Some(also), 0).await.unwrap());
+        let delete = Also { value: "", ..also };
+        assert!(store.swap(&key, "v2b", "v2", 5_000, Some(delete), 0).await.unwrap());
         assert_eq!(store.take(&also_key, 0).await.unwrap(), None);
         assert_eq!(store.take(&key, 0).await.unwrap().as_deref(), Some("v2"));
         let count_key = format!("{key}:count");

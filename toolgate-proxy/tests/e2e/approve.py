@@ -187,6 +187,20 @@ async def main():
                 check("retry after deny: blocked with a new link", blocked_code(r) == "CONFIRMATION_REQUIRED" and link_of(r) != durl, r)
                 check("...nothing written", not denied.exists())
 
+                # The person's last word stands: approved on one link, then
+                # denied on another link of the same call, it does not run.
+                changed = root / "changed-mind.txt"
+                cargs = {"path": str(changed), "content": "changed\n"}
+                first = link_of(await s.call_tool("write_file", cargs))
+                second = link_of(await s.call_tool("write_file", cargs))
+                check("two links for one call while none is answered", first and second and first != second, (first, second))
+                await browser.answer(first, "approve")
+                _, _, _, done = await browser.answer(second, "deny")
+                check("...deny on the second after approving the first answered", "Denied" in done, done)
+                r = await s.call_tool("write_file", cargs)
+                check("...the retry is blocked: the deny took the approval back", blocked_code(r) == "CONFIRMATION_REQUIRED", r)
+                check("...nothing written", not changed.exists())
+
                 # Forged POSTs.
                 forged = root / "forged.txt"
                 fargs = {"path": str(forged), "content": "forged\n"}

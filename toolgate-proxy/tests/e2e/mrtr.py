@@ -162,6 +162,30 @@ async def main():
             check(f"replay on {label}: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
         check("...the replays wrote nothing", not target.exists())
 
+        # 3b. A decline is final: the same state sent again with an accept does not run.
+        declined = {"path": str(root / "declined-sealed.txt"), "content": "no\n"}
+        r1 = await first_leg(a.url, declined)
+        r = await retry(a.url, declined, r1.request_state, responses={"toolgate_confirm": ElicitResult(action="decline")})
+        check("sealed decline: CONFIRMATION_REQUIRED", blocked_code(r) == "CONFIRMATION_REQUIRED", r)
+        r = await retry(b.url, declined, r1.request_state)
+        check("...the same state then sent with accept: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        check("...nothing written", not (root / "declined-sealed.txt").exists())
+
+        # 3c. A shared secret without a shared store would let each process
+        # run a confirmation once: under --store memory it is not used.
+        m1 = Replica("memory-1", root, audit)
+        m2 = Replica("memory-2", root, audit)
+        replicas += [m1, m2]
+        spread = {"path": str(root / "memory.txt"), "content": "once\n"}
+        r1 = await first_leg(m1.url, spread)
+        r = await retry(m2.url, spread, r1.request_state)
+        check("--store memory: another process with the same secret refuses the state", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        check("...nothing written there", not (root / "memory.txt").exists())
+        r = await retry(m1.url, spread, r1.request_state)
+        check("...the process that sealed it runs it", not r.is_error and (root / "memory.txt").read_text() == "once\n", r)
+        warned = (root.parent / "memory-1.log").read_text()
+        check("...and said at start that the secret is not used", "the secret is not used" in warned, warned[-400:])
+
         # 4. Expiry.
         expiring = {"path": str(root / "late.txt"), "content": "late\n"}
         r1 = await first_leg(short.url, expiring)
