@@ -59,7 +59,8 @@ pub struct ProxyArgs {
     pub upstream: Option<String>,
     /// Seconds a request to the upstream (or an elicitation) may go without
     /// an answer; progress notifications reset it.
-    #[arg(long, default_value_t = 300)]
+    /// At most a week: a longer wait is a configuration mistake.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub timeout: u64,
     /// A custom (non-MCP) method to relay to the upstream as it is; repeat
     /// for several. Every other method the gateway does not handle is
@@ -82,8 +83,8 @@ pub struct ProxyArgs {
     /// key for this process (one replica).
     #[arg(long, value_name = "FILE")]
     pub state_secret_file: Option<PathBuf>,
-    /// Seconds a person's pending confirmation stays valid.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    /// Seconds a person's pending confirmation stays valid (at most a day).
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub confirm_ttl: u64,
     /// Where redeemed confirmations are recorded so each runs once:
     /// `memory` (this process; the default) or `redis://HOST:PORT` (Redis

@@ -1257,7 +1257,10 @@ impl SessionState {
             return linked();
         }
         // The person opened the page: wait for their answer.
-        let deadline = tokio::time::Instant::now() + self.config.timeout;
+        // `checked_add`: an SDK caller may configure any duration.
+        let deadline = tokio::time::Instant::now()
+            .checked_add(self.config.timeout)
+            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(604_800));
         loop {
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(250)) => {}
