@@ -209,7 +209,10 @@ impl Context {
 
     /// The context as the JSON the component reads.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+        // Unreachable (the fields are strings and lists), but never `{}`:
+        // that is the widest context. A context the engine cannot read is
+        // refused (`INVALID_CONTEXT`).
+        serde_json::to_string(self).unwrap_or_else(|_| r#"{"surface":0}"#.into())
     }
 }
 
@@ -654,7 +657,7 @@ impl Engine {
             return Engine::from_component_bytes(COMPONENT, limits);
         };
         let path = dir.join(&name);
-        if own_cache_file(&path)
+        if trusted_native_code(&path)
             && let Ok(engine) = Engine::from_precompiled_file(&path, limits)
         {
             return Ok(engine);
@@ -864,10 +867,13 @@ fn shipped_with(exe: &std::path::Path, code: &std::path::Path) -> bool {
         std::fs::metadata(dir),
     ) {
         (Ok(exe), Ok(code), Ok(dir)) => {
+            // Group-writable code only beside a group-writable executable:
+            // who may rewrite the one could rewrite the other anyway.
+            let writable_by_others = if exe.mode() & 0o020 != 0 { 0o002 } else { 0o022 };
             code.file_type().is_file()
                 && code.uid() == exe.uid()
-                && code.mode() & 0o002 == 0
-                && (dir.mode() & 0o002 == 0 || dir.mode() & 0o1000 != 0)
+                && code.mode() & writable_by_others == 0
+                && no_one_else_swaps(&dir)
         }
         _ => false,
     }
@@ -878,22 +884,22 @@ fn shipped_with(_exe: &std::path::Path, code: &std::path::Path) -> bool {
     code.is_file()
 }
 
-/// Whether cached native code at `code` may run: a regular file (not a
-/// link); on Unix also owned by this process's (effective) user, not
-/// writable by group or others, in a folder no one else can swap it in (not
+/// Whether native code at `code` (cached, or in a prepared directory) may
+/// run: a regular file (not a link); on Unix also owned by this process's
+/// (effective) user or by root, not writable by group or others, in a folder no one else can swap it in (not
 /// writable by everyone, or sticky). The code runs unchecked, so on a host
 /// where the cache path is shared (`TOOLGATE_CACHE_DIR=/tmp/…`,
 /// `XDG_CACHE_HOME` on a shared volume, `sudo -E` keeping another user's
 /// `HOME`), a file someone else put or could edit there is compiled over
 /// instead, never loaded. The Python package keeps the same rule.
 #[cfg(unix)]
-fn own_cache_file(code: &std::path::Path) -> bool {
+fn trusted_native_code(code: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let dir = code.parent().unwrap_or(std::path::Path::new("."));
     match (std::fs::symlink_metadata(code), std::fs::metadata(dir)) {
         (Ok(code), Ok(dir)) => {
             code.file_type().is_file()
-                && code.uid() == effective_uid()
+                && (code.uid() == effective_uid() || code.uid() == 0)
                 && code.mode() & 0o022 == 0
                 && no_one_else_swaps(&dir)
         }
@@ -902,7 +908,7 @@ fn own_cache_file(code: &std::path::Path) -> bool {
 }
 
 #[cfg(not(unix))]
-fn own_cache_file(code: &std::path::Path) -> bool {
+fn trusted_native_code(code: &std::path::Path) -> bool {
     std::fs::symlink_metadata(code).is_ok_and(|m| m.file_type().is_file())
 }
 
@@ -1314,6 +1320,11 @@ mod tests {
         assert!(!super::shipped_with(&exe, &link));
         std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(!super::shipped_with(&exe, &code));
+        // Group-writable code only beside a group-writable executable.
+        std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o664)).unwrap();
+        assert!(!super::shipped_with(&exe, &code));
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert!(super::shipped_with(&exe, &code));
         std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(!super::shipped_with(&exe, &code));
@@ -1419,35 +1430,35 @@ mod tests {
         write_cache(&code, b"native code").unwrap();
         assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
         assert_eq!(std::fs::metadata(&code).unwrap().mode() & 0o777, 0o600);
-        assert!(own_cache_file(&code));
+        assert!(trusted_native_code(&code));
 
         // Writable by the group or by everyone: someone else could have
         // changed it.
         for mode in [0o620, 0o602, 0o666] {
             set_mode(&code, mode);
-            assert!(!own_cache_file(&code), "{mode:o}");
+            assert!(!trusted_native_code(&code), "{mode:o}");
         }
         set_mode(&code, 0o600);
 
         // A link, even to this user's own file.
         let link = dir.join("link.cwasm");
         std::os::unix::fs::symlink(&code, &link).unwrap();
-        assert!(!own_cache_file(&link));
+        assert!(!trusted_native_code(&link));
 
         // A folder everyone may write (not sticky): neither loaded nor written.
         set_mode(&dir, 0o777);
-        assert!(!own_cache_file(&code));
+        assert!(!trusted_native_code(&code));
         assert!(write_cache(&dir.join("other.cwasm"), b"x").is_err());
         set_mode(&dir, 0o1777);
-        assert!(own_cache_file(&code));
+        assert!(trusted_native_code(&code));
         set_mode(&dir, 0o700);
 
         // Another user's file (as root, the CI's user, the test can make one).
         if effective_uid() == 0 {
             std::os::unix::fs::chown(&code, Some(65534), None).unwrap();
-            assert!(!own_cache_file(&code));
+            assert!(!trusted_native_code(&code));
             std::os::unix::fs::chown(&code, Some(0), None).unwrap();
-            assert!(own_cache_file(&code));
+            assert!(trusted_native_code(&code));
         }
 
         // A link planted at the temporary file's name is not written through.

@@ -214,12 +214,14 @@ fn core_module(component: &[u8]) -> Result<Vec<u8>, Error> {
 impl Engine {
     /// The engine of a directory [`prepare_into`] wrote: its native code
     /// when it was written for this build and machine (`native`), else the
-    /// prepared component, checked and compiled (seconds). The directory is
-    /// trusted like the executable: native code runs unchecked.
+    /// prepared component, checked and compiled (seconds). Native code runs
+    /// unchecked, so it is taken only as the cache's is (a regular file of
+    /// this user or root that no one else may write, in a folder no one else
+    /// can swap it in); otherwise the prepared component is compiled.
     pub fn from_prepared_dir(dir: &std::path::Path, limits: Limits) -> Result<Engine, Error> {
         if limits.fuel.is_none() {
             let code = dir.join(prepared_code_file_name(&wasmtime_engine(false)?));
-            if code.is_file()
+            if super::trusted_native_code(&code)
                 && let Ok(engine) = Engine::from_precompiled_file(&code, limits)
             {
                 return Ok(engine);

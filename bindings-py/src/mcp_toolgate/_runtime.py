@@ -371,12 +371,17 @@ def _came_with_package(code: Path) -> bool:
     try:
         st = os.lstat(code)
         folder = os.stat(code.parent)
-        owner = _PACKAGE_DIR.stat().st_uid
+        package = _PACKAGE_DIR.stat()
     except OSError:
         return False
     if not stat.S_ISREG(st.st_mode):
         return False
-    return os.name != "posix" or (st.st_uid == owner and not st.st_mode & stat.S_IWOTH and _no_one_else_swaps(folder))
+    # Group-writable code only in a group-writable package: who may rewrite
+    # the one could rewrite the other anyway.
+    others = stat.S_IWOTH if package.st_mode & stat.S_IWGRP else stat.S_IWOTH | stat.S_IWGRP
+    return os.name != "posix" or (
+        st.st_uid == package.st_uid and not st.st_mode & others and _no_one_else_swaps(folder)
+    )
 
 
 def _no_one_else_swaps(folder: os.stat_result) -> bool:
@@ -387,7 +392,7 @@ def _no_one_else_swaps(folder: os.stat_result) -> bool:
 
 def _own_cache_file(code: Path) -> bool:
     """Whether cached native code may be loaded: a regular file (not a link);
-    on POSIX also owned by this process's (effective) user, not writable by
+    on POSIX also owned by this process's (effective) user or root, not writable by
     group or others, in a folder no one else can swap it in (not writable by
     everyone, or sticky). The code runs unchecked: on a host where the cache
     path is shared (``TOOLGATE_CACHE_DIR=/tmp/...``, ``XDG_CACHE_HOME`` on a
@@ -403,7 +408,8 @@ def _own_cache_file(code: Path) -> bool:
     user = _effective_user()
     if user is None:
         return True  # no POSIX owners (Windows)
-    return st.st_uid == user and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and _no_one_else_swaps(folder)
+    # Root's files are trusted as the user's own (root could replace anything).
+    return st.st_uid in (user, 0) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and _no_one_else_swaps(folder)
 
 
 def _effective_user() -> int | None:

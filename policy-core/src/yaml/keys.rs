@@ -17,8 +17,9 @@
 //!   one wins is where readers disagree); the same anchor listed twice is
 //!   one mapping, not two.
 //!
-//! A key written in a mapping still overrides a merged one: every reader
-//! agrees on that (YAML's merge-key rule), and it is how merges are used.
+//! A key written in a mapping still overrides a merged one: YAML's merge-key
+//! rule as the common readers apply it, and how merges are used
+//! (docs/policy-format.md names a reader that differs).
 //!
 //! Runs before the main parse, so every duplicate is reported at its line
 //! and column (the main parse names some without a position). Aliases are
@@ -297,7 +298,7 @@ where
 
     fn mapping(&mut self, depth: usize) -> Result<Shape, Stop> {
         let mut written = KeySet::default();
-        let mut merged: Vec<Identity> = Vec::new();
+        let mut merged: Vec<(Identity, Position)> = Vec::new();
         while let Some((key_event, key_span)) = self.next_structural() {
             if matches!(key_event, Event::MappingEnd) {
                 break;
@@ -359,7 +360,8 @@ where
                         from_this_merge.insert(k.clone());
                     }
                 }
-                merged.extend(from_this_merge.keys);
+                let at = Position::from(&value_span);
+                merged.extend(from_this_merge.keys.into_iter().map(|k| (k, at)));
             }
         }
         // The mapping's keys as a merge source elsewhere: its written keys
@@ -369,9 +371,22 @@ where
         for k in written.keys.iter().filter(|k| k.as_ref() != merge_key.as_slice()) {
             keys.insert(k.clone());
         }
-        for m in merged {
-            if written.find(&m).is_none() {
-                keys.insert(m);
+        for (m, at) in merged {
+            match written.find(&m) {
+                None => keys.insert(m),
+                // `true: …` over a merged `on: …`: an override to readers
+                // that resolve both, two keys to one that does not (this
+                // reader's tree keeps both).
+                Some(w) if w.first() != m.first() => {
+                    return Err(self.duplicate(
+                        at,
+                        format!(
+                            "a merged key is overridden by {}: write it as merged",
+                            describe_pair(&m, w)
+                        ),
+                    ));
+                }
+                Some(_) => {}
             }
         }
         Ok(Shape::Map(keys.keys.into()))
@@ -632,6 +647,8 @@ mod tests {
             ("a: {k: 1}\nb:\n  &m <<: *a\n", (3, 6)),
             ("a: &a {k: 1}\nb: &b {k: 2}\nc:\n  <<: [[*a], *b]\n", (4, 8)),
             ("a: &a {k: 1}\nl: &l [*a]\nc:\n  <<: [*l]\n", (4, 8)),
+            ("x:\n  <<: {on: 1}\n  true: 2\n", (2, 7)),
+            ("x:\n  true: 2\n  <<: {1: 1}\n", (3, 7)),
         ] {
             assert_eq!(refused_at(text), at, "{text}");
         }
