@@ -189,7 +189,13 @@ impl<S: Service<RoleServer>> Guarded<S> {
             return Ok(loaded.set.clone());
         }
         *slot = None;
-        let set = Arc::new(self.engine.load(self.policy.as_deref(), &catalog).map_err(|e| {
+        // A load takes milliseconds to seconds (the engine's deadline is 60 s):
+        // off the async threads, so a current-thread runtime keeps serving.
+        let (engine, policy, text) = (self.engine.clone(), self.policy.clone(), catalog.clone());
+        let loaded = tokio::task::spawn_blocking(move || engine.load(policy.as_deref(), &text))
+            .await
+            .map_err(|_| fault("the engine's load stopped; no call is allowed"))?;
+        let set = Arc::new(loaded.map_err(|e| {
             fault(&format!(
                 "the server's catalog could not be loaded ({e}); no call is allowed"
             ))
