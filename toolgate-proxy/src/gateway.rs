@@ -1534,8 +1534,11 @@ fn call_response(result: ServerResult) -> Result<CallToolResponse, ErrorData> {
     }
 }
 
+/// A typed pass-through request. With a task field (`tasks/*`), the request
+/// names one upstream task, which on the shared session only the caller it
+/// was started for may ask about.
 macro_rules! relay {
-    ($name:ident, $method:literal, $params:ty, $ret:ty, $conv:expr) => {
+    ($name:ident, $method:literal, $params:ty, $ret:ty, $conv:expr $(, task = $task:ident)?) => {
         fn $name(
             &self,
             request: $params,
@@ -1543,25 +1546,7 @@ macro_rules! relay {
         ) -> impl Future<Output = Result<$ret, ErrorData>> + Send + '_ {
             async move {
                 let state = self.session(&context.meta).await?;
-                let result = state.relay($method, &request, &context).await?;
-                $conv(result)
-            }
-        }
-    };
-}
-
-/// [`relay!`] for a request about one upstream task: on the shared session,
-/// only the caller the task was started for is answered.
-macro_rules! task_relay {
-    ($name:ident, $method:literal, $params:ty, $ret:ty, $conv:expr) => {
-        fn $name(
-            &self,
-            request: $params,
-            context: RequestContext<RoleServer>,
-        ) -> impl Future<Output = Result<$ret, ErrorData>> + Send + '_ {
-            async move {
-                let state = self.session(&context.meta).await?;
-                state.check_task(&request.task_id, &context)?;
+                $(state.check_task(&request.$task, &context)?;)?
                 let result = state.relay($method, &request, &context).await?;
                 $conv(result)
             }
@@ -1711,15 +1696,30 @@ impl ServerHandler for Gateway {
         (),
         unit
     );
-    task_relay!(
+    relay!(
         get_task,
         "tasks/get",
         rmcp::model::GetTaskParams,
         rmcp::model::GetTaskResult,
-        typed
+        typed,
+        task = task_id
     );
-    task_relay!(update_task, "tasks/update", rmcp::model::UpdateTaskParams, (), unit);
-    task_relay!(cancel_task, "tasks/cancel", rmcp::model::CancelTaskParams, (), unit);
+    relay!(
+        update_task,
+        "tasks/update",
+        rmcp::model::UpdateTaskParams,
+        (),
+        unit,
+        task = task_id
+    );
+    relay!(
+        cancel_task,
+        "tasks/cancel",
+        rmcp::model::CancelTaskParams,
+        (),
+        unit,
+        task = task_id
+    );
     relay!(
         list_skills,
         "skills/list",

@@ -359,8 +359,8 @@ fn blocked(outcome: &Outcome, name: &str) -> Result<ServerResult, ErrorData> {
 }
 
 /// A listing decided for this guard's caller: only that caller's client may
-/// cache it (MCP 2026-07-28 reads an absent `cacheScope` as public, so an
-/// intermediary could serve one caller's list to another).
+/// cache it. rmcp fills an absent `cacheScope` in as private only on its
+/// 2026-07-28 paths; elsewhere an absent one reads as public.
 pub fn private_listing(mut result: ListToolsResult) -> ListToolsResult {
     result.cache_scope = Some(rmcp::model::CacheScope::Private);
     result

@@ -262,13 +262,7 @@ async fn a_person_is_asked_and_only_an_accept_runs_the_exact_call() {
         asked: Arc::default(),
     };
     let client = serve(server.clone(), Context::default(), no).await;
-    let write = client
-        .call_tool(CallToolRequestParams::new("write_note").with_arguments(arguments(json!({"text": "c"}))))
-        .await
-        .unwrap();
-    assert_eq!(code(&write).as_deref(), Some("CONFIRMATION_REQUIRED"));
-    assert!(server.ran.lock().unwrap().is_empty());
-    client.cancel().await.unwrap();
+    assert_write_held(client, &server).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -462,6 +456,11 @@ async fn a_yes_given_while_the_tool_changed_does_not_run_it() {
         AcceptsWhileWithdrawn { server: server.clone() },
     )
     .await;
+    assert_write_held(client, &server).await;
+}
+
+/// A write the person did not confirm: held back, and nothing ran.
+async fn assert_write_held<C: rmcp::ClientHandler>(client: RunningService<RoleClient, C>, server: &Notes) {
     let write = client
         .call_tool(CallToolRequestParams::new("write_note").with_arguments(arguments(json!({"text": "c"}))))
         .await
@@ -471,7 +470,8 @@ async fn a_yes_given_while_the_tool_changed_does_not_run_it() {
     client.cancel().await.unwrap();
 }
 
-/// The list is decided for this guard's caller: private to their client.
+/// The list is decided for this guard's caller: private to their client (on
+/// this handshake-era connection rmcp leaves an absent `cacheScope` absent).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_listing_is_private_to_the_caller() {
     let client = serve(Notes::default(), Context::default(), ()).await;

@@ -480,15 +480,22 @@ def write_atomically(path, text):
 # HTTP and MCP helpers
 
 
-async def session_owner(gw, alice, bob):
-    legacy = "2025-06-18"
-    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    initialize = {
+LEGACY = "2025-06-18"
+BASE_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def legacy_initialize(name):
+    """A handshake-era `initialize` as one raw POST body (it opens a session)."""
+    return {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": legacy, "capabilities": {}, "clientInfo": {"name": "alice", "version": "0"}},
+        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": name, "version": "0"}},
     }
+
+
+async def session_owner(gw, alice, bob):
+    legacy, base, initialize = LEGACY, BASE_HEADERS, legacy_initialize("alice")
     async with http_client() as http:
         r = await http.post(gw.url, json=initialize, headers={**base, "Authorization": f"Bearer {alice}"})
         session = r.headers.get("mcp-session-id")
@@ -2005,12 +2012,24 @@ async def private_listing():
     }
     async with http_client() as http:
         r = await http.post(gw.url, json=body, headers=headers)
-    result = rpc_message(r).get("result", {})
-    check(
-        "a 2026-07-28 tools/list is private to its caller",
-        r.status_code == 200 and result.get("cacheScope") == "private" and result.get("tools"),
-        (r.status_code, r.text[:300]),
-    )
+        result = rpc_message(r).get("result", {})
+        check(
+            "a 2026-07-28 tools/list is private to its caller",
+            r.status_code == 200 and result.get("cacheScope") == "private" and result.get("tools"),
+            (r.status_code, r.text[:300]),
+        )
+        # On a handshake-era session rmcp fills in nothing: the gateway says it.
+        auth = {"Authorization": headers["Authorization"]}
+        opened = await http.post(gw.url, json=legacy_initialize("listing"), headers={**BASE_HEADERS, **auth})
+        session = {**BASE_HEADERS, **auth, "Mcp-Session-Id": opened.headers.get("mcp-session-id", ""), "MCP-Protocol-Version": LEGACY}
+        await http.post(gw.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        r = await http.post(gw.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session)
+        result = rpc_message(r).get("result", {})
+        check(
+            "a handshake-era session's tools/list is private to its caller",
+            r.status_code == 200 and result.get("cacheScope") == "private" and result.get("tools"),
+            (r.status_code, r.text[:300]),
+        )
     gw.stop()
 
 
@@ -2117,14 +2136,7 @@ async def session_limits():
         upstream_args=upstream_cmd(log, TMP / "notes-limits"),
     )
     check("gateway with session limits starts", gw.up, gw.stderr()[-300:])
-    legacy = "2025-06-18"
-    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": legacy, "capabilities": {}, "clientInfo": {"name": "limits", "version": "0"}},
-    }
+    base, initialize = BASE_HEADERS, legacy_initialize("limits")
     tokens = {who: token(who, scope="notes:read") for who in ("alice", "bob", "carol")}
     async with http_client() as http:
 
