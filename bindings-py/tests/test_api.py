@@ -120,6 +120,29 @@ def test_turn_state_round_trips_as_a_plain_dict(retail_rules: RuleSet) -> None:
     assert retail_rules.turn(s1, [], user_confirmed=False).transaction_status == "CANCELLED"
 
 
+def test_a_yes_naming_the_digest_runs_only_the_call_shown(retail_rules: RuleSet) -> None:
+    def propose(order_id: str) -> TurnState:
+        return retail_rules.turn(
+            None, [{"name": "solicitar_devolucao", "arguments": {"order_id": order_id, "reason": "r"}}]
+        )
+
+    shown, replaced = propose("1"), propose("2")
+    assert shown.pending_call_digest and shown.pending_call_digest != replaced.pending_call_digest
+    assert shown.pending_policy_revision == retail_rules.revision
+    # The person said yes to order 1, but the model's order 2 replaced it meanwhile.
+    again = retail_rules.turn(replaced, [], user_confirmed=shown.pending_call_digest)
+    assert again.awaiting_confirmation and again.execute == () and not again.confirmation_received
+    ran = retail_rules.turn(shown, [], user_confirmed=shown.pending_call_digest)
+    assert ran.transaction_status == "EXECUTING"
+    assert [c.arguments["order_id"] for c in ran.execute] == ["1"]
+    # A state whose pending call was edited after the engine wrote it is refused.
+    edited = shown.as_dict()
+    edited["pending_tool_call"]["arguments"]["order_id"] = "2"
+    with pytest.raises(ProblemError) as info:
+        retail_rules.turn(edited, [], user_confirmed=True)
+    assert info.value.code == "STATE_INVALID_VALUE"
+
+
 def test_one_transactional_call_per_turn(retail_rules: RuleSet) -> None:
     calls = [
         {"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "r"}},

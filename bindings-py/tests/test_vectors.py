@@ -67,6 +67,8 @@ def run_file(vf: vectorfile.VectorFile) -> None:
             state = "" if case.get("state") is None else _dumps(case["state"])
             got = rules.turn_json(state, _dumps(case["input"]))
             assert got == case["expect"], name
+            if "expect_status" in case:
+                assert json.loads(got)["transaction_status"] == case["expect_status"], name
 
 
 def _check_code(case: dict[str, Any], decision_json: str) -> None:

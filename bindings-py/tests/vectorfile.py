@@ -24,7 +24,7 @@ CASE_KEYS = {
         "component_only",
     },
     "list": {"name", "op", "context", "expect", "expect_names"},
-    "turn": {"name", "op", "state", "input", "expect"},
+    "turn": {"name", "op", "state", "input", "expect", "expect_status"},
     # The call pipeline: `confirmation` absent is "none".
     "decide": {
         "name",

@@ -10,7 +10,7 @@ use crate::decision::{Code, Decision, Denial};
 use crate::error::{Origin, Problem, ProblemCode};
 use crate::evaluate::{CONFIRMATION_FIELDS, call_from_value};
 use crate::json::{self, write_bool, write_str};
-use crate::pipeline::confirmed_by_person;
+use crate::pipeline::{call_digest, confirmed_by_person};
 use crate::policy::OperationType;
 use crate::rules::Rules;
 use serde_json::{Map, Value};
@@ -74,15 +74,32 @@ impl ToolCall {
 pub struct TurnState {
     pub status: Status,
     pub pending: Option<ToolCall>,
+    /// The rules' revision when the state with the pending call was written
+    /// (`pending_policy_revision`). A yes given to that state counts only
+    /// under the same rules. `None` for a state written before the field
+    /// existed: its yes counts as before.
+    pub asked_under: Option<String>,
+}
+
+/// What the person said about the pending call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// `true`: yes to the pending call, whichever it is.
+    Yes,
+    /// A call digest: yes to the call with this digest only, so a yes cannot
+    /// land on a call that replaced the one the person was shown.
+    YesTo(String),
+    /// `false`.
+    No,
 }
 
 /// One turn's input: the context, the calls the agent proposes, and whether
-/// the person confirmed (`true`), refused (`false`) or said neither (`null`).
+/// the person confirmed, refused or said neither (`null`).
 #[derive(Debug, Clone)]
 pub struct TurnInput {
     pub context: Context,
     pub calls: Vec<ToolCall>,
-    pub user_confirmed: Option<bool>,
+    pub user_confirmed: Option<Answer>,
 }
 
 const STATE_KEYS: &[&str] = &[
@@ -95,6 +112,8 @@ const STATE_KEYS: &[&str] = &[
     "confirmation_received",
     "execute",
     "results",
+    "pending_call_digest",
+    "pending_policy_revision",
 ];
 
 fn state_problem(message: impl Into<String>) -> Problem {
@@ -143,6 +162,7 @@ impl TurnState {
                 return Ok(TurnState {
                     status: Status::None,
                     pending: None,
+                    asked_under: None,
                 });
             }
             Value::Object(map) => map,
@@ -173,7 +193,37 @@ impl TurnState {
                 "`pending_tool_call` is set exactly when `transaction_status` is AWAITING_CONFIRMATION",
             ));
         }
-        Ok(TurnState { status, pending })
+        // The digest is the engine's own record of the call it asked about:
+        // a state whose call was edited afterwards is not one it wrote.
+        if let Some(digest) = optional_string(map, "pending_call_digest")? {
+            let matches = pending
+                .as_ref()
+                .is_some_and(|call| call_digest(&call.name, &call.arguments) == digest);
+            if !matches {
+                return Err(state_problem(
+                    "`pending_call_digest` does not match `pending_tool_call`: the state was edited",
+                ));
+            }
+        }
+        let asked_under = optional_string(map, "pending_policy_revision")?;
+        if asked_under.is_some() && pending.is_none() {
+            return Err(state_problem(
+                "`pending_policy_revision` is set without a `pending_tool_call`",
+            ));
+        }
+        Ok(TurnState {
+            status,
+            pending,
+            asked_under,
+        })
+    }
+}
+
+fn optional_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>, Problem> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(state_problem(format!("`{key}` must be a string or null"))),
     }
 }
 
@@ -205,8 +255,14 @@ impl TurnInput {
                 "user_confirmed" => {
                     input.user_confirmed = match value {
                         Value::Null => None,
-                        Value::Bool(b) => Some(*b),
-                        _ => return Err(input_problem("`user_confirmed` must be true, false or null")),
+                        Value::Bool(true) => Some(Answer::Yes),
+                        Value::Bool(false) => Some(Answer::No),
+                        Value::String(digest) if is_call_digest(digest) => Some(Answer::YesTo(digest.clone())),
+                        _ => {
+                            return Err(input_problem(
+                                "`user_confirmed` must be true, false, null or the `pending_call_digest` the person confirmed",
+                            ));
+                        }
                     }
                 }
                 _ => {
@@ -223,6 +279,12 @@ impl TurnInput {
         }
         Ok(input)
     }
+}
+
+/// `sha256:` and 64 lower-case hex digits, as [`call_digest`] writes them.
+fn is_call_digest(text: &str) -> bool {
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
 enum Action {
@@ -273,8 +335,9 @@ impl Rules {
         let mut confirmed_call: Option<ToolCall> = None;
 
         if let Some(waiting) = &state.pending {
-            match input.user_confirmed {
-                Some(true) => {
+            match &input.user_confirmed {
+                Some(Answer::No) => status = Status::Cancelled,
+                Some(answer) if self.answers(waiting, state.asked_under.as_deref(), answer) => {
                     // Confirmed as `decide` confirms for a person, so the
                     // call decided is the call forwarded: the field the
                     // tool's schema declares is the one set and checked.
@@ -299,8 +362,9 @@ impl Rules {
                     confirmed_call = Some(waiting.clone());
                     selected = Some((waiting.clone(), decision));
                 }
-                Some(false) => status = Status::Cancelled,
-                None => {
+                // No answer, or a yes to another call or under other rules
+                // than the person was shown: the call is asked about again.
+                _ => {
                     let decision = self.evaluate_map(waiting, ctx);
                     status = Status::AwaitingConfirmation;
                     pending = Some(waiting.clone());
@@ -415,8 +479,30 @@ impl Rules {
             out.push_str(&decision.json);
             out.push('}');
         }
-        out.push_str("]}");
+        out.push_str("],\"pending_call_digest\":");
+        match &pending {
+            Some(call) => write_str(&mut out, &call_digest(&call.name, &call.arguments)),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"pending_policy_revision\":");
+        out.push_str(if pending.is_some() {
+            self.revision_json()
+        } else {
+            "null"
+        });
+        out.push('}');
         out
+    }
+
+    /// Whether a yes answers the pending call: the call the person was shown
+    /// (when the yes names its digest), under the rules they were shown it.
+    fn answers(&self, waiting: &ToolCall, asked_under: Option<&str>, answer: &Answer) -> bool {
+        let same_rules = asked_under.is_none_or(|revision| revision == self.revision());
+        let same_call = match answer {
+            Answer::YesTo(digest) => *digest == call_digest(&waiting.name, &waiting.arguments),
+            Answer::Yes | Answer::No => true,
+        };
+        same_rules && same_call
     }
 
     /// The call as the server receives it: engine fields removed, and, for a
@@ -437,5 +523,71 @@ impl Rules {
             Some(tool) => self.about(tool, tool.class.confirmation_required, false, Some(&denial)),
             None => self.evaluate_map(call, ctx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: &str =
+        "version: 1\ntool_policies:\n  send:\n    operation_type: transactional\n    require_confirmation: true\n";
+    const CATALOG: &str =
+        r#"{"tools":[{"name":"send","inputSchema":{"type":"object","properties":{"to":{"type":"string"}}}}]}"#;
+
+    fn awaiting(rules: &Rules, to: &str) -> Value {
+        let input = format!(r#"{{"calls":[{{"name":"send","arguments":{{"to":"{to}"}}}}]}}"#);
+        let out = rules.turn_json("", &input).unwrap();
+        serde_json::from_str(&out).unwrap()
+    }
+
+    fn problem(rules: &Rules, state: &Value, input: &str) -> Problem {
+        rules.turn_json(&state.to_string(), input).unwrap_err()
+    }
+
+    #[test]
+    fn a_state_is_refused_when_its_pending_call_no_longer_matches_its_digest() {
+        let rules = Rules::load(Some(POLICY), CATALOG).unwrap();
+        let mut state = awaiting(&rules, "alice");
+        assert!(
+            rules
+                .turn_json(&state.to_string(), r#"{"user_confirmed":true}"#)
+                .is_ok()
+        );
+        state["pending_tool_call"]["arguments"]["to"] = "mallory".into();
+        let edited = problem(&rules, &state, r#"{"user_confirmed":true}"#);
+        assert_eq!(
+            (edited.full_code(), edited.origin),
+            ("STATE_INVALID_VALUE".into(), Origin::State)
+        );
+
+        let mut orphan = awaiting(&rules, "alice");
+        orphan["transaction_status"] = "NONE".into();
+        orphan["pending_tool_call"] = Value::Null;
+        orphan["pending_call_digest"] = Value::Null;
+        assert_eq!(problem(&rules, &orphan, "{}").full_code(), "STATE_INVALID_VALUE");
+
+        let mut not_text = awaiting(&rules, "alice");
+        not_text["pending_policy_revision"] = 7.into();
+        assert_eq!(problem(&rules, &not_text, "{}").full_code(), "STATE_INVALID_VALUE");
+    }
+
+    #[test]
+    fn user_confirmed_names_a_digest_in_the_engine_s_spelling_or_is_refused() {
+        let rules = Rules::load(Some(POLICY), CATALOG).unwrap();
+        let state = awaiting(&rules, "alice");
+        let digest = state["pending_call_digest"].as_str().unwrap().to_owned();
+        let upper = digest.to_ascii_uppercase();
+        for bad in [upper.as_str(), "yes", "sha256:", &digest[..digest.len() - 1]] {
+            let input = serde_json::json!({ "user_confirmed": bad }).to_string();
+            assert_eq!(
+                problem(&rules, &state, &input).full_code(),
+                "INPUT_INVALID_VALUE",
+                "{bad}"
+            );
+        }
+        let input = serde_json::json!({ "user_confirmed": digest }).to_string();
+        let ran: Value = serde_json::from_str(&rules.turn_json(&state.to_string(), &input).unwrap()).unwrap();
+        assert_eq!(ran["transaction_status"], "EXECUTING");
     }
 }

@@ -16,7 +16,7 @@ const CASE_KEYS = {
   // component_only: a case the native engine (no guest meter) does not run.
   evaluate: new Set(['name', 'op', 'expect', 'context', 'context_text', 'call', 'call_text', 'call_hex', 'expect_code', 'component_only']),
   list: new Set(['name', 'op', 'expect', 'context', 'expect_names']),
-  turn: new Set(['name', 'op', 'expect', 'state', 'input']),
+  turn: new Set(['name', 'op', 'expect', 'state', 'input', 'expect_status']),
   decide: new Set(['name', 'op', 'expect', 'context', 'context_text', 'call', 'call_text', 'call_hex', 'confirmation', 'expect_code', 'component_only']),
   seal_payload: new Set(['name', 'op', 'expect', 'call', 'call_text', 'call_hex', 'caller', 'id', 'expires_ms']),
 };
@@ -120,6 +120,7 @@ export function validateVectorFile(v, where) {
       case 'turn':
         if (typeof c.expect !== 'string') fail(`${at}: expect must be a string`);
         if (!('state' in c) || (c.state !== null && !isObject(c.state))) fail(`${at}: state must be an object or null`);
+        if ('expect_status' in c && typeof c.expect_status !== 'string') fail(`${at}: expect_status must be a string`);
         if (!('input' in c) || !isObject(c.input)) fail(`${at}: input must be an object`);
         break;
     }
@@ -180,6 +181,9 @@ export function checkResult(file, result, runtime) {
       const decision = JSON.parse(c.op === 'decide' ? got.output.decision : got.output);
       assert.equal(decision.error?.code ?? null, c.expect_code, `${at}: expect_code`);
       assert.equal(decision.ok, decision.error === null, `${at}: ok disagrees with error`);
+    }
+    if (c.op === 'turn' && 'expect_status' in c) {
+      assert.equal(JSON.parse(got.output).transaction_status, c.expect_status, `${at}: expect_status`);
     }
     if (c.op === 'list' && 'expect_names' in c) {
       assert.deepEqual(JSON.parse(got.output).tools.map((/** @type {any} */ t) => t.name), c.expect_names, `${at}: expect_names`);

@@ -349,13 +349,16 @@ class RuleSet:
         state: Mapping[str, Any] | str | TurnState | None,
         calls: Iterable[Mapping[str, Any] | ToolCall] = (),
         *,
-        user_confirmed: bool | None = None,
+        user_confirmed: bool | str | None = None,
         context: ContextLike = None,
     ) -> TurnState:
         """One turn of the transactional runtime (SPEC §6).
 
         ``state`` is the previous turn's state (a dict, its JSON, a
-        :class:`TurnState`) or ``None`` for a new conversation."""
+        :class:`TurnState`) or ``None`` for a new conversation.
+        ``user_confirmed`` is ``True``, ``False``, ``None`` or, best, the
+        ``pending_call_digest`` of the state the person answered: that yes
+        runs only the call they were shown."""
         if state is None:
             state_text = ""
         elif isinstance(state, TurnState):

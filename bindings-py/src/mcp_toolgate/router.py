@@ -4,12 +4,14 @@ a time, through the engine's turn state machine (SPEC §6).
     router = McpToolRouter(rules, [session], allowed_tools=route["mcp_tools"])
     outcome = await router.run_turn(state, calls)              # state: a plain dict or None
     save(outcome.state)                                         # persist it anywhere
-    outcome = await router.run_turn(saved, [], user_confirmed=True)
+    outcome = await router.run_turn(saved, [], user_confirmed=shown.pending_call_digest)
 
 Read-only calls that pass run at once; at most one transactional call is
 selected; one that needs confirmation waits in ``pending_tool_call`` with
 ``transaction_status: AWAITING_CONFIRMATION``; the confirming turn runs that very
-call with ``confirmed: true``. The engine decides all of it: the router only
+call with ``confirmed: true``. Pass the digest of the state the person was
+shown (``pending_call_digest``) rather than ``True``: then a yes cannot land on
+a call that replaced it meanwhile. The engine decides all of it: the router only
 runs what the turn's ``execute`` lists, with exactly those arguments.
 
 The state is trusted host storage: keep it server-side, never round-trip it
@@ -147,7 +149,7 @@ class McpToolRouter:
         state: Mapping[str, Any] | str | None,
         calls: Iterable[Mapping[str, Any] | ToolCall] = (),
         *,
-        user_confirmed: bool | None = None,
+        user_confirmed: bool | str | None = None,
     ) -> TurnState:
         """The turn's decisions without running anything."""
         return self.rules.turn(state or None, calls, user_confirmed=user_confirmed, context=self.context)
@@ -157,7 +159,7 @@ class McpToolRouter:
         state: Mapping[str, Any] | str | None,
         calls: Iterable[Mapping[str, Any] | ToolCall] = (),
         *,
-        user_confirmed: bool | None = None,
+        user_confirmed: bool | str | None = None,
     ) -> TurnOutcome:
         """One turn: decide with the engine, then run exactly what it lists in
         ``execute`` (in order), each on the MCP server that offers the tool."""

@@ -52,7 +52,8 @@ async def main() -> None:
         state = outcome.state  # keep it server-side, never in the model's context
 
         print('\nperson: "Yes, refund it."')
-        outcome = await router.run_turn(state, [], user_confirmed=True)
+        # The yes names the call the person was shown, so it runs no other.
+        outcome = await router.run_turn(state, [], user_confirmed=state["pending_call_digest"])
         show(outcome)
 
 

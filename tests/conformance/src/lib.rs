@@ -78,6 +78,9 @@ pub struct Case {
     /// Hand-written: the names `list` must show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_names: Option<Vec<String>>,
+    /// Hand-written: the `transaction_status` a `turn` must end in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<String>,
     /// The exact output (written by `vectors --write`, reviewed in the diff).
     #[serde(default)]
     pub expect: Value,
@@ -466,6 +469,13 @@ pub fn check_case<R: Runner>(runner: &R, rules: &R::Loaded, case: &Case) -> Resu
         }
         if decision.get("ok") != Some(&Value::Bool(code.is_none())) {
             return Err("`ok` disagrees with `error`".into());
+        }
+    }
+    if let (Some(status), Value::String(json)) = (&case.expect_status, &got) {
+        let state: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        let got_status = state.get("transaction_status").and_then(Value::as_str);
+        if got_status != Some(status.as_str()) {
+            return Err(format!("status {got_status:?}, hand-written expectation {status:?}"));
         }
     }
     if let (Some(names), Value::String(json)) = (&case.expect_names, &got) {

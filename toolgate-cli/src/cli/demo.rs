@@ -104,7 +104,14 @@ pub fn run(json: bool) -> Result<ExitCode> {
         if let Some(answer) = user_confirmed {
             println!("  the person answers  {}", if answer { "yes" } else { "no" });
         }
-        let input = json!({"context": context, "calls": calls, "user_confirmed": user_confirmed});
+        // A yes names the call the person was shown (its digest in the
+        // state they answered), so it cannot run a call that replaced it.
+        let shown: Value = serde_json::from_str(&state).unwrap_or(Value::Null);
+        let answer = match user_confirmed {
+            Some(true) => field(&shown, "pending_call_digest").clone(),
+            other => json!(other),
+        };
+        let input = json!({"context": context, "calls": calls, "user_confirmed": answer});
         state = retail.turn(&state, &input.to_string()).map_err(|e| anyhow!("{e}"))?;
         let parsed: Value = serde_json::from_str(&state)?;
         for call in field(&parsed, "execute").as_array().into_iter().flatten() {
