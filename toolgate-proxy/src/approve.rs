@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
 use crate::audit::{Record, rfc3339_ms};
+use crate::auth::Caller;
 use crate::confirm::now_ms;
 use crate::gateway::Config;
 use crate::ledger::{Also, Ledger, LedgerError};
@@ -64,6 +65,9 @@ pub struct Pending {
     pub arguments: Value,
     #[serde(default)]
     pub caller: String,
+    /// The caller's realm (`Caller::realm`), for the approval's key only.
+    #[serde(default)]
+    pub realm: String,
     pub surface: String,
     pub expires_ms: u64,
     /// SHA-256 (hex) of the current page's anti-forgery token; empty until
@@ -78,11 +82,14 @@ pub fn record_key(id: &str) -> String {
     format!("{RECORD_PREFIX}{id}")
 }
 
-pub fn approved_key(digest: &str, revision: &str, caller: &str) -> String {
+pub fn approved_key(digest: &str, revision: &str, realm: &str, subject: &str) -> String {
     // The caller is part of the key: one caller's approval never runs
-    // another's identical call. Hashed, so any subject makes a safe key.
+    // another's identical call, nor that of the same `sub` of another
+    // issuer sharing the store. Hashed, so any subject makes a safe key;
+    // the realm is length-prefixed so no split of the two collides.
     use sha2::Digest;
-    let caller: String = sha2::Sha256::digest(caller.as_bytes())
+    let who = format!("{}:{realm}{subject}", realm.len());
+    let caller: String = sha2::Sha256::digest(who.as_bytes())
         .iter()
         .take(16)
         .map(|b| format!("{b:02x}"))
@@ -157,9 +164,10 @@ pub async fn take_approved(
     ledger: &Ledger,
     digest: &str,
     revision: &str,
-    caller: &str,
+    caller: &Caller,
 ) -> Result<Option<String>, LedgerError> {
-    ledger.take(&approved_key(digest, revision, caller), now_ms()).await
+    let key = approved_key(digest, revision, &caller.realm, &caller.subject);
+    ledger.take(&key, now_ms()).await
 }
 
 /// The state of a pending record (for a gateway waiting on the page).
@@ -561,7 +569,7 @@ async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: H
     let Ok(next_text) = serde_json::to_string(&next) else {
         return forged();
     };
-    let key = approved_key(&pending.digest, &pending.revision, &pending.caller);
+    let key = approved_key(&pending.digest, &pending.revision, &pending.realm, &pending.caller);
     // An approval is kept per call (not per link); a deny on any link of the
     // same call takes back an approval given on another, so the person's
     // last word is the one that stands.
@@ -612,6 +620,7 @@ mod tests {
             description: Some("Writes\u{200B} a file & more".into()),
             arguments: args,
             caller: String::new(),
+            realm: String::new(),
             surface: "confirming".into(),
             expires_ms: 61_000,
             token_hash: String::new(),
@@ -677,12 +686,13 @@ mod tests {
         let now = now_ms();
         let mut p = pending(json!({}));
         p.expires_ms = now + 60_000;
+        (p.realm, p.caller) = ("https://idp-a.example".into(), "ana".into());
         let p = create(&ledger, p, now).await.unwrap();
         assert_eq!(state(&ledger, &p.id).await.unwrap().as_deref(), Some("pending"));
         let text = ledger.get(&record_key(&p.id), now).await.unwrap().unwrap();
         let mut next = p.clone();
         next.state = "approved".into();
-        let key = approved_key(&p.digest, &p.revision, &p.caller);
+        let key = approved_key(&p.digest, &p.revision, &p.realm, &p.caller);
         let also = Also {
             key: &key,
             value: &p.id,
@@ -702,16 +712,29 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(state(&ledger, &p.id).await.unwrap().as_deref(), Some("approved"));
-        assert_eq!(take_approved(&ledger, "sha256:00", "rev-2", "").await.unwrap(), None);
-        // Another caller's identical call does not take this approval.
+        let caller = |realm: &str, subject: &str| {
+            let context = toolgate::Context::from_flags(toolgate::Surface::Confirming, None, None);
+            Caller::new(realm.into(), subject.into(), context)
+        };
+        let ana = caller("https://idp-a.example", "ana");
+        assert_eq!(take_approved(&ledger, "sha256:00", "rev-2", &ana).await.unwrap(), None);
+        // Another caller's identical call does not take this approval, nor
+        // the same `sub` vouched for by another issuer sharing the store.
+        for other in [
+            caller("https://idp-a.example", "mallory"),
+            caller("https://idp-b.example", "ana"),
+            caller("", "ana"),
+            caller("https://idp-a.exampleana", ""),
+        ] {
+            assert_eq!(
+                take_approved(&ledger, "sha256:00", "rev-1", &other).await.unwrap(),
+                None
+            );
+        }
         assert_eq!(
-            take_approved(&ledger, "sha256:00", "rev-1", "mallory").await.unwrap(),
-            None
-        );
-        assert_eq!(
-            take_approved(&ledger, "sha256:00", "rev-1", "").await.unwrap(),
+            take_approved(&ledger, "sha256:00", "rev-1", &ana).await.unwrap(),
             Some(p.id.clone())
         );
-        assert_eq!(take_approved(&ledger, "sha256:00", "rev-1", "").await.unwrap(), None);
+        assert_eq!(take_approved(&ledger, "sha256:00", "rev-1", &ana).await.unwrap(), None);
     }
 }

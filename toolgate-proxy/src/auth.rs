@@ -76,16 +76,26 @@ impl JwksSource {
 pub struct Caller {
     /// The token's `sub`; empty when the gateway does not authenticate.
     pub subject: String,
+    /// Who vouches for `subject`: the configured issuer (`--issuer`), empty
+    /// without `--auth`. A `sub` is unique only within its issuer, so records
+    /// a store shares across deployments (approvals) are kept per realm.
+    pub realm: String,
     pub context: Context,
     /// `context` as the JSON the engine reads.
     pub context_json: String,
 }
 
 impl Caller {
-    pub fn new(subject: String, context: Context) -> Caller {
+    /// A caller no one vouches for (the gateway without `--auth`).
+    pub fn anonymous(context: Context) -> Caller {
+        Caller::new(String::new(), String::new(), context)
+    }
+
+    pub fn new(realm: String, subject: String, context: Context) -> Caller {
         Caller {
             context_json: context.to_json(),
             subject,
+            realm,
             context,
         }
     }
@@ -343,7 +353,7 @@ impl Authenticator {
             scopes: Some(granted.scopes),
             ..self.base.clone()
         };
-        let caller = Arc::new(Caller::new(subject, context));
+        let caller = Arc::new(Caller::new(self.issuer.clone(), subject, context));
         self.remember(token, &caller, granted.until, now);
         Ok(caller)
     }

@@ -464,7 +464,7 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
     Ok(Config {
         engine,
         policy: Arc::new(Policy::fixed(policy)),
-        anonymous: Arc::new(Caller::new(String::new(), context)),
+        anonymous: Arc::new(Caller::anonymous(context)),
         authenticated,
         shadow: args.mode == ModeArg::Shadow,
         metrics: Arc::default(),

@@ -134,10 +134,11 @@ impl Config {
         Config {
             engine,
             policy,
-            anonymous: Arc::new(Caller::new(
-                String::new(),
-                toolgate::Context::from_flags(toolgate::Surface::Confirming, Some("user"), None),
-            )),
+            anonymous: Arc::new(Caller::anonymous(toolgate::Context::from_flags(
+                toolgate::Surface::Confirming,
+                Some("user"),
+                None,
+            ))),
             authenticated: false,
             shadow: false,
             metrics: Arc::default(),
@@ -1169,7 +1170,7 @@ impl SessionState {
             call.record(Some(STORE_UNAVAILABLE), Some("approval"), None, "blocked");
             blocked(&Outcome::fault(STORE_UNAVAILABLE))
         };
-        match approve::take_approved(ledger, digest, call.revision, &call.caller.subject).await {
+        match approve::take_approved(ledger, digest, call.revision, &call.caller).await {
             Ok(Some(id)) => return self.run_approved(params, rules, call, &id, digest, ctx).await,
             Ok(None) => {}
             Err(e) => return store_down(e),
@@ -1208,6 +1209,7 @@ impl SessionState {
             description,
             arguments,
             caller: call.caller.subject.clone(),
+            realm: call.caller.realm.clone(),
             surface: self.config.surface().to_owned(),
             expires_ms: now.saturating_add(ttl_ms),
             token_hash: String::new(),
@@ -1280,7 +1282,7 @@ impl SessionState {
                 return linked();
             }
         }
-        match approve::take_approved(ledger, digest, call.revision, &call.caller.subject).await {
+        match approve::take_approved(ledger, digest, call.revision, &call.caller).await {
             Ok(Some(id)) => self.run_approved(params, rules, call, &id, digest, ctx).await,
             Ok(None) => linked(),
             Err(e) => store_down(e),
