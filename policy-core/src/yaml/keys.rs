@@ -89,7 +89,7 @@ enum Shape {
     /// A mapping's keys after its own merges.
     Map(Rc<[Identity]>),
     /// A sequence's mapping elements (for `<<: [*a, *b]`), with positions,
-    /// and where its first element that is itself a list is.
+    /// and where its first element that is not a mapping is.
     Seq(Rc<[(Rc<[Identity]>, Position)]>, Option<Position>),
     Other,
 }
@@ -272,18 +272,17 @@ where
             Event::Alias(id) => Ok(self.anchors.get(&id).cloned().unwrap_or(Shape::Other)),
             Event::SequenceStart(_, anchor, _) => {
                 let mut maps = Vec::new();
-                let mut list_at = None;
+                let mut not_a_mapping = None;
                 while let Some((child, at)) = self.next_structural() {
                     if matches!(child, Event::SequenceEnd) {
                         break;
                     }
                     match self.node(child, &at, depth + 1, false)? {
                         Shape::Map(keys) => maps.push((keys, Position::from(&at))),
-                        Shape::Seq(..) => list_at = list_at.or(Some(Position::from(&at))),
-                        _ => {}
+                        _ => not_a_mapping = not_a_mapping.or(Some(Position::from(&at))),
                     }
                 }
-                let shape = Shape::Seq(maps.into(), list_at);
+                let shape = Shape::Seq(maps.into(), not_a_mapping);
                 self.remember(anchor, &shape);
                 Ok(shape)
             }
@@ -324,14 +323,23 @@ where
             if is_merge {
                 let sources: Vec<(Rc<[Identity]>, Position)> = match value {
                     Shape::Map(keys) => vec![(keys, Position::from(&value_span))],
+                    // Anything else is refused by PyYAML, flattened or
+                    // skipped by others (a list in the list), or dropped
+                    // (`<<: ~`) by this parser's tree.
                     Shape::Seq(_, Some(at)) => {
                         return Err(self.duplicate(
                             at,
-                            "a list in a merge list: readers disagree on it: list the mappings".to_owned(),
+                            "a merge list holds only mappings; readers disagree on anything else: list the mappings"
+                                .to_owned(),
                         ));
                     }
                     Shape::Seq(maps, None) => maps.to_vec(),
-                    _ => Vec::new(),
+                    Shape::Scalar(_) | Shape::Other => {
+                        return Err(self.duplicate(
+                            Position::from(&value_span),
+                            "a merge key (`<<`) takes a mapping or a list of mappings; readers disagree on anything else".to_owned(),
+                        ));
+                    }
                 };
                 let mut from_this_merge = KeySet::default();
                 for (i, (keys, at)) in sources.iter().enumerate() {
@@ -636,7 +644,8 @@ mod tests {
 
     /// What YAML readers read two ways is refused where it is written,
     /// before any duplicate: a leading-zero number (key or value), an anchor
-    /// name defined twice, an anchor on `<<`, a list inside a merge list.
+    /// name defined twice, an anchor on `<<`, a merge of anything but
+    /// mappings (a list inside a merge list, `<<: ~`, a scalar).
     #[test]
     fn what_readers_read_two_ways_is_refused_where_it_is() {
         for (text, at) in [
@@ -647,6 +656,11 @@ mod tests {
             ("a: {k: 1}\nb:\n  &m <<: *a\n", (3, 6)),
             ("a: &a {k: 1}\nb: &b {k: 2}\nc:\n  <<: [[*a], *b]\n", (4, 8)),
             ("a: &a {k: 1}\nl: &l [*a]\nc:\n  <<: [*l]\n", (4, 8)),
+            ("c:\n  <<: ~\n  k: 1\n", (2, 7)),
+            ("c:\n  <<: \n  k: 1\n", (2, 5)),
+            ("c:\n  <<: 5\n", (2, 7)),
+            ("a: &a {k: 1}\nc:\n  <<: [*a, 5]\n", (3, 12)),
+            ("a: &a x\nc:\n  <<: *a\n", (3, 7)),
             ("x:\n  <<: {on: 1}\n  true: 2\n", (2, 7)),
             ("x:\n  true: 2\n  <<: {1: 1}\n", (3, 7)),
         ] {
