@@ -127,12 +127,12 @@ def test_a_yes_naming_the_digest_runs_only_the_call_shown(retail_rules: RuleSet)
         )
 
     shown, replaced = propose("1"), propose("2")
-    assert shown.pending_call_digest and shown.pending_call_digest != replaced.pending_call_digest
+    assert shown.pending_digest and shown.pending_digest != replaced.pending_digest
     assert shown.pending_policy_revision == retail_rules.revision
     # The person said yes to order 1, but the model's order 2 replaced it meanwhile.
-    again = retail_rules.turn(replaced, [], user_confirmed=shown.pending_call_digest)
+    again = retail_rules.turn(replaced, [], user_confirmed=shown.pending_digest)
     assert again.awaiting_confirmation and again.execute == () and not again.confirmation_received
-    ran = retail_rules.turn(shown, [], user_confirmed=shown.pending_call_digest)
+    ran = retail_rules.turn(shown, [], user_confirmed=shown.pending_digest)
     assert ran.transaction_status == "EXECUTING"
     assert [c.arguments["order_id"] for c in ran.execute] == ["1"]
     # A state whose pending call was edited after the engine wrote it is refused.

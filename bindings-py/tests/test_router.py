@@ -156,3 +156,51 @@ def test_allowlist_is_not_a_list_of_calls() -> None:
     )
     assert blocked.state["results"][0]["decision"]["error"]["code"] == "NOT_FOUND"
     assert session.calls == []
+
+
+class ListingFails(FakeSession):
+    async def list_tools(self) -> list[dict[str, str]]:
+        raise ConnectionError("server down")
+
+
+class PagedSession(FakeSession):
+    """Lists one tool per `tools/list` page, as a server with a cursor does."""
+
+    async def list_tools(self, *, params: Any = None) -> Any:
+        from types import SimpleNamespace
+
+        page = int(params.cursor) if params is not None else 0
+        more = str(page + 1) if page + 1 < len(self.tools) else None
+        return SimpleNamespace(tools=[SimpleNamespace(name=self.tools[page])], nextCursor=more)
+
+
+def test_a_tool_two_servers_offer_runs_on_neither_unless_mapped() -> None:
+    rules = RuleSet.from_files(CATALOG, POLICY)
+    calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
+    reviewed, shadow = FakeSession(["consultar_pedido"]), FakeSession(["consultar_pedido"])
+    outcome = asyncio.run(McpToolRouter(rules, [shadow, reviewed]).run_turn(None, calls))
+    assert [(r.call.name, r.ok, type(r.error).__name__) for r in outcome.executed] == [
+        ("consultar_pedido", False, "LookupError")
+    ]
+    assert "more than one" in str(outcome.executed[0].error)
+    assert shadow.calls == [] and reviewed.calls == []
+    mapped = asyncio.run(McpToolRouter(rules, {"consultar_pedido": reviewed}).run_turn(None, calls))
+    assert [r.ok for r in mapped.executed] == [True]
+    assert reviewed.calls == [("consultar_pedido", {"order_id": "1"})] and shadow.calls == []
+
+
+def test_a_server_that_cannot_list_hides_no_other_server_s_tools() -> None:
+    rules = RuleSet.from_files(CATALOG, POLICY)
+    up = FakeSession(["consultar_pedido"])
+    router = McpToolRouter(rules, [ListingFails([]), up])
+    calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
+    outcome = asyncio.run(router.run_turn(None, calls))
+    assert [r.ok for r in outcome.executed] == [True] and up.calls == [("consultar_pedido", {"order_id": "1"})]
+
+
+def test_every_page_of_a_server_s_tools_is_read() -> None:
+    rules = RuleSet.from_files(CATALOG, POLICY)
+    paged = PagedSession(["solicitar_devolucao", "consultar_pedido"])
+    calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
+    outcome = asyncio.run(McpToolRouter(rules, [paged]).run_turn(None, calls))
+    assert [r.ok for r in outcome.executed] == [True] and paged.calls == [("consultar_pedido", {"order_id": "1"})]

@@ -81,6 +81,24 @@ pub struct TurnState {
     pub asked_under: Option<String>,
 }
 
+/// The most calls one turn may propose: a turn's state carries a decision
+/// per proposal, so the output grows with them.
+pub const MAX_CALLS_PER_TURN: usize = 128;
+
+const QUESTION_DOMAIN: &str = "toolgate-turn-1\n";
+
+/// What the person is asked: the pending call under the rules' revision,
+/// `sha256:` + hex SHA-256 of `toolgate-turn-1\n<revision>\n<call digest>`
+/// (`pending_digest`). A yes naming it answers that call under those rules
+/// and nothing else.
+pub fn question_digest(call: &ToolCall, revision: &str) -> String {
+    let mut text = String::from(QUESTION_DOMAIN);
+    text.push_str(revision);
+    text.push('\n');
+    text.push_str(&call_digest(&call.name, &call.arguments));
+    crate::catalog::sha256_hex(text.as_bytes())
+}
+
 /// What the person said about the pending call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
@@ -112,7 +130,7 @@ const STATE_KEYS: &[&str] = &[
     "confirmation_received",
     "execute",
     "results",
-    "pending_call_digest",
+    "pending_digest",
     "pending_policy_revision",
 ];
 
@@ -193,23 +211,25 @@ impl TurnState {
                 "`pending_tool_call` is set exactly when `transaction_status` is AWAITING_CONFIRMATION",
             ));
         }
-        // The digest is the engine's own record of the call it asked about:
-        // a state whose call was edited afterwards is not one it wrote.
-        if let Some(digest) = optional_string(map, "pending_call_digest")? {
-            let matches = pending
-                .as_ref()
-                .is_some_and(|call| call_digest(&call.name, &call.arguments) == digest);
-            if !matches {
+        // A consistency check on trusted storage, not an authenticator (the
+        // digest has no key): a state whose call or revision was changed
+        // after the engine wrote it, or that kept one of the two fields, is
+        // not one it wrote. Neither field: a state from before they existed.
+        let digest = optional_string(map, "pending_digest")?;
+        let asked_under = optional_string(map, "pending_policy_revision")?;
+        match (&digest, &asked_under, &pending) {
+            (None, None, _) => {}
+            (Some(digest), Some(revision), Some(call)) if *digest == question_digest(call, revision) => {}
+            (Some(_), Some(_), Some(_)) => {
                 return Err(state_problem(
-                    "`pending_call_digest` does not match `pending_tool_call`: the state was edited",
+                    "`pending_digest` does not match `pending_tool_call` under `pending_policy_revision`: the state was edited",
                 ));
             }
-        }
-        let asked_under = optional_string(map, "pending_policy_revision")?;
-        if asked_under.is_some() && pending.is_none() {
-            return Err(state_problem(
-                "`pending_policy_revision` is set without a `pending_tool_call`",
-            ));
+            _ => {
+                return Err(state_problem(
+                    "`pending_digest` and `pending_policy_revision` are set together, exactly when a call is pending",
+                ));
+            }
         }
         Ok(TurnState {
             status,
@@ -243,6 +263,11 @@ impl TurnInput {
                 "context" => input.context = Context::from_value(value)?,
                 "calls" => match value {
                     Value::Null => {}
+                    Value::Array(items) if items.len() > MAX_CALLS_PER_TURN => {
+                        return Err(input_problem(format!(
+                            "a turn proposes at most {MAX_CALLS_PER_TURN} calls"
+                        )));
+                    }
                     Value::Array(items) => {
                         for (i, item) in items.iter().enumerate() {
                             input
@@ -257,10 +282,10 @@ impl TurnInput {
                         Value::Null => None,
                         Value::Bool(true) => Some(Answer::Yes),
                         Value::Bool(false) => Some(Answer::No),
-                        Value::String(digest) if is_call_digest(digest) => Some(Answer::YesTo(digest.clone())),
+                        Value::String(digest) if is_digest(digest) => Some(Answer::YesTo(digest.clone())),
                         _ => {
                             return Err(input_problem(
-                                "`user_confirmed` must be true, false, null or the `pending_call_digest` the person confirmed",
+                                "`user_confirmed` must be true, false, null or the `pending_digest` the person confirmed",
                             ));
                         }
                     }
@@ -281,8 +306,8 @@ impl TurnInput {
     }
 }
 
-/// `sha256:` and 64 lower-case hex digits, as [`call_digest`] writes them.
-fn is_call_digest(text: &str) -> bool {
+/// `sha256:` and 64 lower-case hex digits, as [`question_digest`] writes them.
+fn is_digest(text: &str) -> bool {
     text.strip_prefix("sha256:")
         .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
@@ -363,12 +388,20 @@ impl Rules {
                     selected = Some((waiting.clone(), decision));
                 }
                 // No answer, or a yes to another call or under other rules
-                // than the person was shown: the call is asked about again.
+                // than the person was shown: the call is asked about again,
+                // while it still waits for the person. One the rules now
+                // refuse is dropped (`BLOCKED`); one that no longer needs
+                // the person is dropped too (`NONE`): the model proposes it
+                // again, and it runs like any call that needs no one.
                 _ => {
                     let decision = self.evaluate_map(waiting, ctx);
-                    status = Status::AwaitingConfirmation;
-                    pending = Some(waiting.clone());
-                    confirmation_required = true;
+                    if decision.code == Some(Code::ConfirmationRequired) {
+                        status = Status::AwaitingConfirmation;
+                        pending = Some(waiting.clone());
+                        confirmation_required = true;
+                    } else if !decision.ok {
+                        status = Status::Blocked;
+                    }
                     selected = Some((waiting.clone(), decision));
                 }
             }
@@ -479,9 +512,9 @@ impl Rules {
             out.push_str(&decision.json);
             out.push('}');
         }
-        out.push_str("],\"pending_call_digest\":");
+        out.push_str("],\"pending_digest\":");
         match &pending {
-            Some(call) => write_str(&mut out, &call_digest(&call.name, &call.arguments)),
+            Some(call) => write_str(&mut out, &question_digest(call, self.revision())),
             None => out.push_str("null"),
         }
         out.push_str(",\"pending_policy_revision\":");
@@ -499,7 +532,7 @@ impl Rules {
     fn answers(&self, waiting: &ToolCall, asked_under: Option<&str>, answer: &Answer) -> bool {
         let same_rules = asked_under.is_none_or(|revision| revision == self.revision());
         let same_call = match answer {
-            Answer::YesTo(digest) => *digest == call_digest(&waiting.name, &waiting.arguments),
+            Answer::YesTo(digest) => *digest == question_digest(waiting, self.revision()),
             Answer::Yes | Answer::No => true,
         };
         same_rules && same_call
@@ -564,19 +597,48 @@ mod tests {
         let mut orphan = awaiting(&rules, "alice");
         orphan["transaction_status"] = "NONE".into();
         orphan["pending_tool_call"] = Value::Null;
-        orphan["pending_call_digest"] = Value::Null;
+        orphan["pending_digest"] = Value::Null;
         assert_eq!(problem(&rules, &orphan, "{}").full_code(), "STATE_INVALID_VALUE");
 
         let mut not_text = awaiting(&rules, "alice");
         not_text["pending_policy_revision"] = 7.into();
         assert_eq!(problem(&rules, &not_text, "{}").full_code(), "STATE_INVALID_VALUE");
+
+        // The revision is part of what the digest covers.
+        let mut other_rules = awaiting(&rules, "alice");
+        other_rules["pending_policy_revision"] = format!("sha256:{}", "0".repeat(64)).into();
+        assert_eq!(problem(&rules, &other_rules, "{}").full_code(), "STATE_INVALID_VALUE");
+
+        // Half a new state is neither a new one nor an old one.
+        for field in ["pending_digest", "pending_policy_revision"] {
+            let mut half = awaiting(&rules, "alice");
+            half[field] = Value::Null;
+            assert_eq!(
+                problem(&rules, &half, r#"{"user_confirmed":true}"#).full_code(),
+                "STATE_INVALID_VALUE"
+            );
+            half.as_object_mut().unwrap().remove(field);
+            assert_eq!(
+                problem(&rules, &half, r#"{"user_confirmed":true}"#).full_code(),
+                "STATE_INVALID_VALUE"
+            );
+        }
+    }
+
+    #[test]
+    fn a_turn_proposes_a_bounded_number_of_calls() {
+        let rules = Rules::load(Some(POLICY), CATALOG).unwrap();
+        let input = |n: usize| serde_json::json!({ "calls": vec![serde_json::json!({"name": "send"}); n] }).to_string();
+        assert!(rules.turn_json("", &input(MAX_CALLS_PER_TURN)).is_ok());
+        let refused = rules.turn_json("", &input(MAX_CALLS_PER_TURN + 1)).unwrap_err();
+        assert_eq!(refused.full_code(), "INPUT_INVALID_VALUE");
     }
 
     #[test]
     fn user_confirmed_names_a_digest_in_the_engine_s_spelling_or_is_refused() {
         let rules = Rules::load(Some(POLICY), CATALOG).unwrap();
         let state = awaiting(&rules, "alice");
-        let digest = state["pending_call_digest"].as_str().unwrap().to_owned();
+        let digest = state["pending_digest"].as_str().unwrap().to_owned();
         let upper = digest.to_ascii_uppercase();
         for bad in [upper.as_str(), "yes", "sha256:", &digest[..digest.len() - 1]] {
             let input = serde_json::json!({ "user_confirmed": bad }).to_string();

@@ -357,7 +357,7 @@ class RuleSet:
         ``state`` is the previous turn's state (a dict, its JSON, a
         :class:`TurnState`) or ``None`` for a new conversation.
         ``user_confirmed`` is ``True``, ``False``, ``None`` or, best, the
-        ``pending_call_digest`` of the state the person answered: that yes
+        ``pending_digest`` of the state the person answered: that yes
         runs only the call they were shown."""
         if state is None:
             state_text = ""

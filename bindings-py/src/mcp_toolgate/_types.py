@@ -217,9 +217,9 @@ class TurnState:
     confirmation_received: bool
     execute: tuple[ToolCall, ...]
     results: tuple[TurnResultEntry, ...]
-    #: The pending call's digest: pass it as ``user_confirmed`` so the yes
-    #: runs only the call the person was shown.
-    pending_call_digest: str | None = None
+    #: What the person is asked (the pending call under these rules): pass
+    #: it as ``user_confirmed`` so the yes runs only the call they were shown.
+    pending_digest: str | None = None
     #: The rules' revision the pending call was asked under; a yes under
     #: other rules is asked again.
     pending_policy_revision: str | None = None
@@ -250,7 +250,7 @@ class TurnState:
                 TurnResultEntry(r["name"], r["action"], Decision.from_json(raw))
                 for r, raw in zip(data.get("results") or (), decisions, strict=True)
             ),
-            pending_call_digest=data.get("pending_call_digest"),
+            pending_digest=data.get("pending_digest"),
             pending_policy_revision=data.get("pending_policy_revision"),
         )
 

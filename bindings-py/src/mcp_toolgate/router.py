@@ -4,13 +4,13 @@ a time, through the engine's turn state machine (SPEC §6).
     router = McpToolRouter(rules, [session], allowed_tools=route["mcp_tools"])
     outcome = await router.run_turn(state, calls)              # state: a plain dict or None
     save(outcome.state)                                         # persist it anywhere
-    outcome = await router.run_turn(saved, [], user_confirmed=shown.pending_call_digest)
+    outcome = await router.run_turn(saved, [], user_confirmed=shown.pending_digest)
 
 Read-only calls that pass run at once; at most one transactional call is
 selected; one that needs confirmation waits in ``pending_tool_call`` with
 ``transaction_status: AWAITING_CONFIRMATION``; the confirming turn runs that very
 call with ``confirmed: true``. Pass the digest of the state the person was
-shown (``pending_call_digest``) rather than ``True``: then a yes cannot land on
+shown (``pending_digest``) rather than ``True``: then a yes cannot land on
 a call that replaced it meanwhile. The engine decides all of it: the router only
 runs what the turn's ``execute`` lists, with exactly those arguments.
 
@@ -98,6 +98,21 @@ def catalog_from_tools(tools: Iterable[Any]) -> str:
     return json.dumps({"tools": out}, ensure_ascii=False)
 
 
+async def _listed_names(session: ToolSession) -> list[str]:
+    """Every tool name a server lists, across ``tools/list`` pages."""
+    names: list[str] = []
+    listed = await session.list_tools()
+    for _ in range(1000):  # a server that pages forever is cut off
+        names.extend(t.name if hasattr(t, "name") else t["name"] for t in getattr(listed, "tools", listed))
+        cursor = getattr(listed, "next_cursor", None) or getattr(listed, "nextCursor", None)
+        if not cursor:
+            return names
+        from mcp.types import PaginatedRequestParams
+
+        listed = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))  # type: ignore[call-arg]
+    raise LookupError("a server's tools/list did not end")
+
+
 class McpToolRouter:
     """Runs turns for one route: its allowlist (``mcp_tools``), scopes, surface."""
 
@@ -113,6 +128,7 @@ class McpToolRouter:
         self.rules = rules
         self.context = Context(surface=surface, scopes=scopes, allowed_tools=allowed_tools)
         self._by_tool: dict[str, ToolSession] | None = None
+        self._twice: set[str] = set()
         if isinstance(sessions, Mapping):
             self._by_tool = dict(sessions)  # tool name -> session
             self._sessions: list[ToolSession] = list(dict.fromkeys(sessions.values()))
@@ -134,15 +150,35 @@ class McpToolRouter:
         ``TOOL_POLICIES_PATH`` is set, the policy file; without it, legacy rules."""
         return cls(RuleSet.from_env(catalog, env=env), sessions, **route)
 
-    async def _session_for(self, name: str) -> ToolSession | None:
+    async def _session_for(self, name: str) -> ToolSession:
+        """The one server on this route that lists ``name``. Raises
+        ``LookupError`` when none does, or when two do: the rules describe one
+        tool by that name, and running another server's would run a tool no
+        one reviewed (name the server in a ``{tool: session}`` map)."""
         if self._by_tool is None:
             index: dict[str, ToolSession] = {}
+            twice: set[str] = set()
+            complete = True
             for session in self._sessions:
-                listed = await session.list_tools()
-                for tool in getattr(listed, "tools", listed):
-                    index.setdefault(tool.name if hasattr(tool, "name") else tool["name"], session)
-            self._by_tool = index
-        return self._by_tool.get(name)
+                try:
+                    names = await _listed_names(session)
+                except Exception:  # a server that is down must not hide the others' tools
+                    complete = False
+                    continue
+                for listed in names:
+                    if listed in index and index[listed] is not session:
+                        twice.add(listed)
+                    index.setdefault(listed, session)
+            if complete:  # one that failed is asked again next time
+                self._by_tool, self._twice = index, twice
+        else:
+            index, twice = self._by_tool, self._twice
+        if name in twice:
+            raise LookupError(f"more than one MCP server on this route offers `{name}`: map it to one")
+        session = index.get(name)
+        if session is None:
+            raise LookupError(f"no MCP server on this route offers `{name}`")
+        return session
 
     def plan(
         self,
@@ -166,10 +202,10 @@ class McpToolRouter:
         turn = self.plan(state, calls, user_confirmed=user_confirmed)
         executed: list[ExecutedCall] = []
         for call in turn.execute:
-            session = await self._session_for(call.name)
-            if session is None:
-                error = LookupError(f"no MCP server on this route offers `{call.name}`")
-                executed.append(ExecutedCall(call, error=error))
+            try:
+                session = await self._session_for(call.name)
+            except LookupError as e:
+                executed.append(ExecutedCall(call, error=e))
                 continue
             try:
                 result = await session.call_tool(call.name, dict(call.arguments))

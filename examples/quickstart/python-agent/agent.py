@@ -53,7 +53,7 @@ async def main() -> None:
 
         print('\nperson: "Yes, refund it."')
         # The yes names the call the person was shown, so it runs no other.
-        outcome = await router.run_turn(state, [], user_confirmed=state["pending_call_digest"])
+        outcome = await router.run_turn(state, [], user_confirmed=state["pending_digest"])
         show(outcome)
 
 

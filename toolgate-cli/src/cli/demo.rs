@@ -108,7 +108,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
         // state they answered), so it cannot run a call that replaced it.
         let shown: Value = serde_json::from_str(&state).unwrap_or(Value::Null);
         let answer = match user_confirmed {
-            Some(true) => field(&shown, "pending_call_digest").clone(),
+            Some(true) => field(&shown, "pending_digest").clone(),
             other => json!(other),
         };
         let input = json!({"context": context, "calls": calls, "user_confirmed": answer});
