@@ -7,6 +7,7 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { callJson, sortedJson } from './calljson.js';
+import { parseExact } from './results.js';
 import { Toolgate } from './index.js';
 
 /**
@@ -146,7 +147,7 @@ export function unknownToolResult(name) {
  */
 function enforced(name, outcome) {
   if (outcome.forwardJson !== null && outcome.decision.ok) {
-    return { forward: JSON.parse(outcome.forwardJson), denied: null };
+    return { forward: parseExact(outcome.forwardJson), denied: null };
   }
   const denied = outcome.blockedResultJson !== null ? JSON.parse(outcome.blockedResultJson) : unknownToolResult(name);
   return { forward: null, denied };

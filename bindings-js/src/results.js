@@ -113,6 +113,48 @@ export class ToolList {
   toJSON() { return JSON.parse(this.json); }
 }
 
+/**
+ * JSON.parse for text whose values are forwarded to a tool: refuses an
+ * integer the engine read exactly (one a 64-bit integer holds) that a
+ * JavaScript number rounds to another, which JSON.stringify would then send
+ * as other digits than the engine decided on. (Digits JSON.stringify writes
+ * back as they are pass; so do integers past 64 bits, which the engine
+ * itself reads as the same double.)
+ * @param {string} text
+ * @returns {any}
+ */
+export function parseExact(text) {
+  const value = JSON.parse(text);
+  for (const digits of longIntegers(text)) {
+    const exact = BigInt(digits);
+    if (exact >= -(2n ** 63n) && exact < 2n ** 64n && String(Number(digits)) !== digits) {
+      throw new RangeError(`the engine's JSON holds ${digits.slice(0, 24)}…, an integer a JavaScript number cannot hold exactly; read the exact text (\`json\`) instead`);
+    }
+  }
+  return value;
+}
+
+/**
+ * The integer literals of JSON text longer than a double always holds (15
+ * digits), outside strings.
+ * @param {string} text
+ * @returns {Generator<string>}
+ */
+function* longIntegers(text) {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) { // a string: skip to its closing quote
+      for (i++; i < text.length && text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c) i++;
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      let end = i + 1;
+      while (end < text.length && /[0-9.eE+-]/.test(text[end])) end++;
+      const token = text.slice(i, end);
+      if (token.length > 15 && /^-?[0-9]+$/.test(token)) yield token;
+      i = end - 1;
+    }
+  }
+}
+
 /** The transactional runtime's state after a turn (SPEC §6; `json`: exact bytes). */
 export class TurnState {
   /** @type {Record<string, any> | undefined} */
@@ -123,11 +165,16 @@ export class TurnState {
   constructor(json) {
     this.json = json;
   }
-  /** @returns {Record<string, any>} */
-  get value() { return this.#value ??= JSON.parse(this.json); }
+  /**
+   * The parsed state. Throws a RangeError when it holds an integer a
+   * JavaScript number would round (`execute` would then forward another
+   * number than was decided): persist and read `json` then.
+   * @returns {Record<string, any>}
+   */
+  get value() { return this.#value ??= parseExact(this.json); }
   toString() { return this.json; }
-  /** A fresh copy of the parsed state (a new object on every call). @returns {Record<string, any>} */
-  toJSON() { return JSON.parse(this.json); }
+  /** A fresh copy of the parsed state (a new object on every call; throws as `value`). @returns {Record<string, any>} */
+  toJSON() { return parseExact(this.json); }
 }
 
 /**
@@ -176,9 +223,9 @@ export class CallOutcome {
   }
   /** Whether the call is allowed (`decision.ok`). @returns {boolean} */
   get ok() { return this.decision.ok; }
-  /** The arguments to forward, parsed (null when denied). @returns {Record<string, unknown> | null} */
+  /** The arguments to forward, parsed (null when denied; throws a RangeError, as `TurnState.value`, for an integer a number would round: use `forwardJson`). @returns {Record<string, unknown> | null} */
   get forward() {
-    if (this.#forward === undefined) this.#forward = this.forwardJson === null ? null : JSON.parse(this.forwardJson);
+    if (this.#forward === undefined) this.#forward = this.forwardJson === null ? null : parseExact(this.forwardJson);
     return /** @type {Record<string, unknown> | null} */ (this.#forward);
   }
   /** The blocked `CallToolResult`, parsed (null when allowed or NOT_FOUND). @returns {Record<string, unknown> | null} */

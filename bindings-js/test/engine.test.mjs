@@ -189,6 +189,17 @@ test('turn: a proposed argument JSON cannot carry is refused by the engine, not 
   assert.equal(plans.turn(null, input).json, plans.turn(null, JSON.stringify(input)).json);
 });
 
+test('turn: a state holding an integer a number would round is read only as text', () => {
+  const input = '{"context":{"surface":"confirming"},"calls":[{"name":"alterar_plano","arguments":{"customer_id":"1","new_plan_id":"GOLD","account":12345678901234567891}}]}';
+  const state = plans.turn(null, input);
+  assert.match(state.json, /"account":12345678901234567891/);
+  assert.throws(() => state.value, RangeError);
+  assert.throws(() => JSON.stringify(state), RangeError);
+  // Digits a number writes back as they are read as before.
+  const fine = plans.turn(null, input.replace('12345678901234567891', '12345678901234567000'));
+  assert.equal(fine.value.selected_tool_call.arguments.account, 12345678901234567000);
+});
+
 test('inputs over 4 MiB get INPUT_TOO_LARGE without reaching the component', () => {
   const pad = 'x'.repeat(MAX_INPUT_BYTES);
   const big = seed.evaluate(`{"name":"wa_health","arguments":{"pad":"${pad}"}}`);
