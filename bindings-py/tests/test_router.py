@@ -204,3 +204,13 @@ def test_every_page_of_a_server_s_tools_is_read() -> None:
     calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
     outcome = asyncio.run(McpToolRouter(rules, [paged]).run_turn(None, calls))
     assert [r.ok for r in outcome.executed] == [True] and paged.calls == [("consultar_pedido", {"order_id": "1"})]
+
+
+def test_a_planned_turn_is_saved_before_its_calls_run() -> None:
+    rules = RuleSet.from_files(CATALOG, POLICY)
+    session = FakeSession(["consultar_pedido"])
+    router = McpToolRouter(rules, session)
+    turn = router.plan(None, [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}])
+    assert session.calls == [] and [c.name for c in turn.execute] == ["consultar_pedido"]
+    outcome = asyncio.run(router.execute(turn))
+    assert outcome.turn is turn and session.calls == [("consultar_pedido", {"order_id": "1"})]

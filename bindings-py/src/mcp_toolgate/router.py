@@ -198,8 +198,16 @@ class McpToolRouter:
         user_confirmed: bool | str | None = None,
     ) -> TurnOutcome:
         """One turn: decide with the engine, then run exactly what it lists in
-        ``execute`` (in order), each on the MCP server that offers the tool."""
-        turn = self.plan(state, calls, user_confirmed=user_confirmed)
+        ``execute`` (in order), each on the MCP server that offers the tool.
+
+        The new state comes back after the calls ran. A host that must not run
+        a confirmed call twice if it is interrupted in between saves the state
+        first: ``turn = router.plan(...)``, save ``turn``, then
+        ``await router.execute(turn)``."""
+        return await self.execute(self.plan(state, calls, user_confirmed=user_confirmed))
+
+    async def execute(self, turn: TurnState) -> TurnOutcome:
+        """Runs exactly what a planned turn lists in ``execute``, in order."""
         executed: list[ExecutedCall] = []
         for call in turn.execute:
             try:
