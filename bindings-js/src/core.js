@@ -269,7 +269,9 @@ export class Toolgate {
   }
 
   /**
-   * One turn of the transactional runtime (SPEC §6).
+   * One turn of the transactional runtime (SPEC §6). The state may be the
+   * previous `TurnState` itself; the input's context is written as `decide`
+   * writes one (`allowedTools` or `allowed_tools`).
    * @param {Record<string, unknown> | string | null} state the previous state (object, JSON text, or null for a new conversation)
    * @param {Record<string, unknown> | string} input this turn's input (object or JSON text)
    * @returns {TurnState}
@@ -278,8 +280,8 @@ export class Toolgate {
     // Written as the engine reads calls (calljson.js): a proposed argument
     // JSON cannot carry (Infinity, undefined, a Date) is refused by the
     // engine, as from Python and Rust, not rewritten to null and decided.
-    const s = typeof state === 'string' ? state : engineJson(state ?? null);
-    const i = typeof input === 'string' ? input : engineJson(input ?? null);
+    const s = typeof state === 'string' ? state : state instanceof TurnState ? state.json : engineJson(state ?? null);
+    const i = typeof input === 'string' ? input : turnInputJson(input);
     const ns = utf8Length(s);
     if (ns > MAX_INPUT_BYTES) throw new InputTooLargeError('state', ns, MAX_INPUT_BYTES);
     const ni = utf8Length(i);
@@ -403,3 +405,19 @@ export * from './errors.js';
  * (Rust `toolgate::RuleSet`, Python `toolgate.RuleSet`).
  */
 export const RuleSet = Toolgate;
+
+/**
+ * A turn input object as the engine reads it: its context as `decide`'s
+ * (`contextJson`), everything else as the engine reads calls (`engineJson`).
+ * @param {unknown} input
+ * @returns {string}
+ */
+function turnInputJson(input) {
+  if (input === null || typeof input !== 'object' || Array.isArray(input) || !('context' in input)) {
+    return engineJson(input ?? null);
+  }
+  const { context, ...rest } = /** @type {Record<string, unknown>} */ (input);
+  const others = engineJson(rest);
+  const ctx = contextJson(/** @type {any} */ (context));
+  return others === '{}' ? `{"context":${ctx}}` : `{"context":${ctx},${others.slice(1)}`;
+}

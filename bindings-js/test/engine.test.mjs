@@ -177,6 +177,13 @@ test('turn: the state machine, state in and state out', () => {
   assert.deepEqual(second.value.execute, [input.calls[0]]);
   assert.equal(second.value.transaction_status, 'EXECUTING');
   assert.throws(() => plans.turn('{', input), (e) => e instanceof ProblemError && e.origin === 'state');
+  // The previous TurnState itself, and the context spelled as decide's.
+  const yes = { context: { surface: 'confirming' }, calls: [], user_confirmed: first.value.pending_digest };
+  assert.equal(plans.turn(first, yes).json, plans.turn(first.json, yes).json);
+  const camel = { context: { surface: 'confirming', allowedTools: ['consultar_plano'] }, calls: input.calls };
+  const snake = { context: { surface: 'confirming', allowed_tools: ['consultar_plano'] }, calls: input.calls };
+  assert.equal(plans.turn(null, camel).json, plans.turn(null, snake).json);
+  assert.deepEqual(plans.turn(null, camel).value.available_mcp_tools, ['consultar_plano']);
 });
 
 test('turn: a proposed argument JSON cannot carry is refused by the engine, not rewritten to null', () => {
