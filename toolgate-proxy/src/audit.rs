@@ -102,6 +102,24 @@ struct RotatingFile {
     day: u64,
 }
 
+/// The longest tool name a catalog may hold (the engine refuses longer).
+const MAX_TOOL_NAME_BYTES: usize = 256;
+
+/// A tool name as an audit line holds it: a caller may name a made-up tool
+/// of megabytes, which no catalog can hold; written whole, a few such calls
+/// would fill the audit volume or rotate earlier lines away. Longer names
+/// are cut (at a character boundary) and say how long they were.
+fn bounded_name(name: &str) -> String {
+    if name.len() <= MAX_TOOL_NAME_BYTES {
+        return name.to_owned();
+    }
+    let mut end = MAX_TOOL_NAME_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", name.get(..end).unwrap_or_default(), name.len())
+}
+
 fn utc_day() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -110,8 +128,15 @@ fn utc_day() -> u64 {
         / 86_400
 }
 
+/// Created readable by its owner only: the lines name callers and, with
+/// `--audit-args`, hold argument values. (An existing file keeps its mode:
+/// the operator may have widened it on purpose.)
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new().create(true).append(true).open(path)
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
 }
 
 impl RotatingFile {
@@ -210,7 +235,7 @@ impl Audit {
     pub fn write(&self, record: &Record<'_>) {
         let mut line = Map::new();
         line.insert("time".into(), Value::String(rfc3339_now()));
-        line.insert("tool".into(), Value::String(record.tool.to_owned()));
+        line.insert("tool".into(), Value::String(bounded_name(record.tool)));
         line.insert(
             "decision".into(),
             Value::String(if record.code.is_none() { "allowed" } else { "blocked" }.into()),
@@ -339,8 +364,24 @@ mod tests {
         assert!(dir.join("audit.jsonl.1").exists());
         assert!(dir.join("audit.jsonl.2").exists());
         assert!(!dir.join("audit.jsonl.3").exists());
+        #[cfg(unix)]
+        for file in ["audit.jsonl", "audit.jsonl.1"] {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(file)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{file}: {mode:o}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
+    #[test]
+    fn made_up_tool_names_are_cut_in_audit_lines() {
+        assert_eq!(bounded_name("send"), "send");
+        let longest = "a".repeat(MAX_TOOL_NAME_BYTES);
+        assert_eq!(bounded_name(&longest), longest);
+        let huge = "é".repeat(2_000_000);
+        let cut = bounded_name(&huge);
+        assert!(cut.len() < 300 && cut.ends_with("… (4000000 bytes)"), "{}", cut.len());
+    }
+
     #[test]
     fn civil_dates() {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));

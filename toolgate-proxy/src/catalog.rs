@@ -21,10 +21,19 @@ pub fn named_upstream(
 ) -> Result<Option<UpstreamSpec>, ProxyError> {
     match (url, command.split_first()) {
         (Some(url), None) => {
+            // Messages name the URL's host only: it may carry a password.
             if !url.starts_with("http://") && !url.starts_with("https://") {
-                return Err(ProxyError::Usage(format!(
-                    "--upstream {url}: give an http:// or https:// URL"
-                )));
+                return Err(ProxyError::Usage("--upstream: give an http:// or https:// URL".into()));
+            }
+            let parsed =
+                reqwest::Url::parse(url).map_err(|e| ProxyError::Usage(format!("--upstream: not a URL ({e})")))?;
+            // A user or password in the URL would be sent as Basic auth, and
+            // also shown in every error a client gets while the upstream is
+            // down, and in the logs.
+            if !parsed.username().is_empty() || parsed.password().is_some() {
+                return Err(ProxyError::Usage(
+                    "--upstream: a user or password in the URL would be shown in errors and logs; give it as --upstream-header 'Authorization: Basic ${VAR}' with the credentials in VAR".into(),
+                ));
             }
             Ok(Some(UpstreamSpec::Url(HttpUpstream {
                 url: url.to_owned(),

@@ -443,6 +443,30 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
             "--scopes with --auth: each caller's scopes come from their token".into(),
         ));
     }
+    // An issuer's settings without --auth would be ignored, and every
+    // caller served as anonymous: a dropped `--auth jwt` line must not turn
+    // authentication (and with it every scope check) off without a word.
+    if !authenticated {
+        let given: Vec<&str> = [
+            ("--jwks", args.jwks.is_some()),
+            ("--issuer", args.issuer.is_some()),
+            ("--audience", args.audience.is_some()),
+            ("--resource", args.resource.is_some()),
+            ("--require-scope", !args.require_scopes.is_empty()),
+            ("--introspection-url", args.introspection_url.is_some()),
+            ("--introspection-client-id", args.introspection_client_id.is_some()),
+            ("--introspection-secret-env", args.introspection_secret_env.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+        if !given.is_empty() {
+            return Err(ProxyError::Usage(format!(
+                "{} without --auth: no token would be checked and every caller would be anonymous; add --auth jwt or --auth introspection",
+                given.join(", ")
+            )));
+        }
+    }
     // With --auth, a request without a caller is refused; the anonymous
     // caller then grants nothing, as a second line.
     let scopes = if authenticated {
@@ -476,6 +500,7 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         relay,
         approve: Default::default(),
         stateless: Default::default(),
+        stateless_opening: Default::default(),
         reported: Default::default(),
         shared: Default::default(),
     })

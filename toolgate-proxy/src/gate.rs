@@ -66,12 +66,24 @@ pub struct RelayList {
 }
 
 impl RelayList {
-    /// A list of exact method names. Names of typed MCP methods are refused:
-    /// they must be decided (or typed), never relayed raw.
+    /// A list of exact method names. Names in MCP's own namespaces are
+    /// refused, in any case (`Tools/call`): they must be decided (or typed),
+    /// never relayed raw, and an upstream that matches methods loosely would
+    /// run `Tools/call` as a call no one decided. So are names with anything
+    /// but letters, digits and `/ _ . -`.
     pub fn new<I: IntoIterator<Item = String>>(methods: I) -> Result<RelayList, String> {
         let mut set = BTreeSet::new();
         for method in methods {
-            if TYPED_REQUEST_METHODS.contains(&method.as_str()) || method.is_empty() {
+            let folded = method.to_ascii_lowercase();
+            let others = ["notifications/", "sampling/", "elicitation/", "roots/"];
+            let in_mcp_namespace = TYPED_REQUEST_METHODS.iter().chain(&others).any(|typed| {
+                let namespace = typed.split_once('/').map_or(*typed, |(ns, _)| ns);
+                folded == *typed || folded == namespace || folded.starts_with(&format!("{namespace}/"))
+            });
+            let plain = method
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/_.-".contains(&b));
+            if in_mcp_namespace || !plain || method.is_empty() {
                 return Err(format!(
                     "--relay-method {method:?}: only custom methods can be relayed; MCP methods are handled by the gateway"
                 ));
@@ -488,7 +500,21 @@ mod tests {
         let relay = RelayList::new(["x/custom".to_owned()]).unwrap();
         let line = br#"{"jsonrpc":"2.0","id":1,"method":"x/custom","params":{}}"#;
         assert!(matches!(admit(line, &relay), Admission::Admit(_)));
-        assert!(RelayList::new(["tools/call".to_owned()]).is_err());
+        for reserved in [
+            "tools/call",
+            "Tools/call",
+            "TOOLS/CALL",
+            "tools/anything",
+            " tools/call",
+            "tools/call\u{200b}",
+            "notifications/tools/list_changed",
+            "Sampling/createMessage",
+            "Initialize",
+            "ping",
+            "",
+        ] {
+            assert!(RelayList::new([reserved.to_owned()]).is_err(), "{reserved:?}");
+        }
     }
 
     #[test]

@@ -100,8 +100,12 @@ pub struct Config {
     /// the person themselves); no links until set.
     pub approve: crate::approve::Pages,
     /// The upstream session every MCP 2026-07-28 (sessionless) request is
-    /// served on, opened on first use with the gateway's own client info.
-    pub(crate) stateless: tokio::sync::OnceCell<Arc<SessionState>>,
+    /// served on, opened on first use with the gateway's own client info, and
+    /// opened again (its catalog read again) once its upstream is gone.
+    pub(crate) stateless: Mutex<Option<Arc<SessionState>>>,
+    /// Held while the sessionless upstream session opens, so requests that
+    /// find it gone together open one.
+    pub(crate) stateless_opening: tokio::sync::Mutex<()>,
     /// Rule sets (by revision) whose findings were reported already: each
     /// is said once, not once per session.
     pub(crate) reported: Mutex<std::collections::HashSet<String>>,
@@ -149,7 +153,8 @@ impl Config {
             audit: None,
             relay: RelayList::default(),
             approve: crate::approve::Pages::default(),
-            stateless: tokio::sync::OnceCell::new(),
+            stateless: Mutex::default(),
+            stateless_opening: tokio::sync::Mutex::default(),
             reported: Mutex::default(),
             shared: tokio::sync::Mutex::default(),
         }
@@ -186,9 +191,16 @@ pub struct Gateway {
 impl Config {
     /// Ends the sessionless upstream session, if one was opened.
     pub async fn shutdown_stateless(&self) {
-        if let Some(state) = self.stateless.get() {
-            Gateway { state: state.clone() }.shutdown().await;
+        if let Some(state) = self.current_stateless() {
+            Gateway { state }.shutdown().await;
         }
+    }
+
+    fn current_stateless(&self) -> Option<Arc<SessionState>> {
+        self.stateless
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -203,7 +215,16 @@ impl SessionState {
             rules: tokio::sync::Mutex::new(None),
             progress: Mutex::new(HashMap::new()),
             tasks: shared.then(Mutex::default),
+            spent: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether its upstream session can still carry requests: opened, and
+    /// neither closed nor refused by the upstream since (a restarted HTTP
+    /// upstream forgets the session and answers 404).
+    fn is_alive(&self) -> bool {
+        !self.spent.load(std::sync::atomic::Ordering::Relaxed)
+            && self.upstream.get().is_some_and(|up| !up.peer.is_transport_closed())
     }
 
     fn task_table(&self) -> Option<std::sync::MutexGuard<'_, TaskOwners>> {
@@ -261,18 +282,32 @@ impl Gateway {
         self.shared_session().await
     }
 
-    /// The sessionless upstream session, opened on first use.
+    /// The sessionless upstream session, opened on first use and again when
+    /// its upstream is gone: a new upstream session (a restarted server, a
+    /// stdio child started again) has its catalog read anew before anything
+    /// is decided on it, never the old one's rules.
     async fn shared_session(&self) -> Result<Arc<SessionState>, ErrorData> {
         let config = &self.state.config;
-        let shared = config
+        if let Some(shared) = config.current_stateless().filter(|s| s.is_alive()) {
+            return Ok(shared);
+        }
+        let _opening = config.stateless_opening.lock().await;
+        let gone = match config.current_stateless() {
+            Some(shared) if shared.is_alive() => return Ok(shared),
+            gone => gone,
+        };
+        if let Some(gone) = gone {
+            tracing::warn!("the upstream session of MCP 2026-07-28 requests ended: opening a new one");
+            config.metrics.set_ready(false);
+            Gateway { state: gone }.shutdown().await;
+        }
+        let state = Arc::new(SessionState::new(config.clone(), true));
+        state.connect(gateway_client_info()?).await?;
+        *config
             .stateless
-            .get_or_try_init(|| async {
-                let state = Arc::new(SessionState::new(config.clone(), true));
-                state.connect(gateway_client_info()?).await?;
-                Ok::<_, ErrorData>(state)
-            })
-            .await?;
-        Ok(shared.clone())
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(state.clone());
+        Ok(state)
     }
 
     /// Opens the shared upstream session and loads its catalog (`--listen`
@@ -322,6 +357,9 @@ pub(crate) struct SessionState {
     /// On the shared 2026-07-28 session only: the subject each upstream
     /// task was started for (`tasks.rs`).
     tasks: Option<Mutex<TaskOwners>>,
+    /// The upstream session ended or was refused: requests on it fail, and
+    /// the shared one is opened again on the next request.
+    spent: std::sync::atomic::AtomicBool,
 }
 
 struct Upstream {
@@ -496,6 +534,12 @@ impl SessionState {
                             );
                         settings.auth_header = http.bearer.clone();
                         settings.custom_headers = http.headers.clone();
+                        // A restarted upstream forgets the session (404). rmcp
+                        // would open a new one quietly and retry, and the
+                        // gateway would go on deciding with the old
+                        // server's catalog: the request fails instead, the
+                        // session is spent, and a new one reads the catalog.
+                        settings.reinit_on_expired_session = false;
                         let transport = Ordered::new(
                             rmcp::transport::StreamableHttpClientTransport::with_client(http.client.clone(), settings),
                             Arc::downgrade(self),
@@ -698,7 +742,7 @@ impl SessionState {
             Some(u) => u,
             None => Arc::new(self.probe_unknown(up, &names).await),
         };
-        self.config.metrics.set_ready();
+        self.config.metrics.set_ready(true);
         Ok(Rules {
             set,
             unknown,
@@ -754,12 +798,15 @@ impl SessionState {
                 ),
                 "UPSTREAM_TIMEOUT",
             ),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => internal(
-                format!(
-                    "toolgate proxy: the connection to the upstream server ended before it answered {method}{why}; whether a call ran is unknown"
-                ),
-                "UPSTREAM_CLOSED",
-            ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                self.spent.store(true, std::sync::atomic::Ordering::Relaxed);
+                internal(
+                    format!(
+                        "toolgate proxy: the connection to the upstream server ended before it answered {method}{why}; whether a call ran is unknown"
+                    ),
+                    "UPSTREAM_CLOSED",
+                )
+            }
             ServiceError::Cancelled { .. } => internal(format!("toolgate proxy: {method} was cancelled"), "CANCELLED"),
             other => internal(
                 format!("toolgate proxy: the upstream server failed on {method}: {other}"),
@@ -1616,8 +1663,8 @@ impl ServerHandler for Gateway {
         // An MCP 2026-07-28 request is served by an instance with no upstream
         // of its own: what it may be asked (rmcp serves `tasks/*` only where
         // the capabilities say so) is the shared session's upstream's.
-        match self.state.config.stateless.get() {
-            Some(shared) if self.state.upstream.get().is_none() => server_config(shared),
+        match self.state.config.current_stateless() {
+            Some(shared) if self.state.upstream.get().is_none() => server_config(&shared),
             _ => server_config(&self.state),
         }
     }

@@ -173,8 +173,8 @@ impl Metrics {
         self.rule_set_loads.inc();
     }
 
-    pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::Relaxed);
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
     }
 
     pub fn is_ready(&self) -> bool {
@@ -249,7 +249,7 @@ mod tests {
             "{text}"
         );
         assert!(!m.is_ready());
-        m.set_ready();
+        m.set_ready(true);
         assert!(m.is_ready());
     }
 }

@@ -201,10 +201,11 @@ pub async fn connect_failure(client: &reqwest::Client, url: &str) -> Option<Stri
     }
 }
 
-/// The host of a URL, for messages.
+/// The host (and port) of a URL, for messages: never a user or password.
 pub fn host_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    authority.rsplit_once('@').map_or(authority, |(_, host)| host)
 }
 
 #[cfg(test)]
@@ -267,5 +268,6 @@ mod tests {
     fn hosts() {
         assert_eq!(host_of("https://mcp.example.com:8443/mcp"), "mcp.example.com:8443");
         assert_eq!(host_of("http://127.0.0.1/x?y"), "127.0.0.1");
+        assert_eq!(host_of("http://svc:S3cret@10.0.0.1:8080/mcp"), "10.0.0.1:8080");
     }
 }

@@ -71,3 +71,40 @@ fn an_upstream_that_prints_garbage_gets_a_clear_error_not_a_hang() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn an_issuer_s_settings_without_auth_are_refused_not_ignored() {
+    for flags in [
+        &[
+            "--jwks",
+            "jwks.json",
+            "--issuer",
+            "https://idp.example",
+            "--audience",
+            "mcp",
+        ][..],
+        &["--require-scope", "mcp:tools", "--issuer", "https://idp.example"][..],
+        &["--introspection-url", "https://idp.example/introspect"][..],
+    ] {
+        let out = Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(flags)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64), "{flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("without --auth"), "{flags:?}: {err}");
+    }
+}
+
+#[test]
+fn a_password_in_the_upstream_url_is_refused_without_being_echoed() {
+    let out = Command::new(BIN)
+        .args(["--upstream", "http://svc:S3cretPw@127.0.0.1:1/mcp"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--upstream-header") && !err.contains("S3cretPw"), "{err}");
+}

@@ -1293,6 +1293,69 @@ async def tls_upstream():
     upstream.terminate()
 
 
+async def upstream_restart():
+    """An HTTP upstream restarted (redeployed) with read_note turned into a
+    destructive tool: it forgets the gateway's sessions. The gateway must not
+    go on deciding with the old server's catalog (rmcp would quietly open a
+    new upstream session): the call in flight fails, and the next one is
+    decided on the new catalog (a destructive tool needs confirmation)."""
+    ca_key, ca_cert = make_ca("toolgate e2e restart CA")
+    leaf_key, leaf_cert = make_server_cert(ca_key, ca_cert)
+    ca_pem, cert_pem, key_pem = (TMP / n for n in ("restart-ca.pem", "restart.pem", "restart-key.pem"))
+    write_pem(ca_pem, cert=ca_cert)
+    write_pem(cert_pem, cert=leaf_cert)
+    write_pem(key_pem, key=leaf_key)
+    log = TMP / "restart-upstream.jsonl"
+    upstream, port = start_https_upstream("restart", log, cert_pem, key_pem)
+    url = f"https://127.0.0.1:{port}/mcp"
+    gw = Gateway("restart", "--upstream", url, "--upstream-ca", ca_pem)
+    async with http_client() as http, mcp_client(gw.url, mode="legacy") as legacy:
+        r = await post_call(http, gw.url, "read_note", {"name": "before"})
+        check("before the restart: a 2026-07-28 read runs", ran(log, "read_note", name="before"), r.text[:300])
+        before = await legacy.call_tool("read_note", {"name": "before-legacy"})
+        check(
+            "before the restart: a handshake-era read runs",
+            blocked_code(before) is None and ran(log, "read_note", name="before-legacy"),
+            before,
+        )
+        upstream.terminate()
+        upstream.wait(10)
+        restarted = subprocess.Popen(
+            upstream_cmd(log, TMP / "notes-restart", "--http", port, "--certfile", cert_pem, "--keyfile", key_pem),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(TMP / "restart2-upstream.stderr", "wb"),
+            env={**os.environ, "UPSTREAM_READ_NOTE_DESTRUCTIVE": "1"},
+        )
+        PROCS.append(restarted)
+        wait_port(port, 20)
+        outcomes = []
+        for n in range(3):
+            r = await post_call(http, gw.url, "read_note", {"name": f"after-{n}"})
+            outcomes.append(r.text[:400])
+        check(
+            "after the restart: no 2026-07-28 read_note ran on the old catalog's word",
+            not any(ran(log, "read_note", name=f"after-{n}") for n in range(3)),
+            outcomes,
+        )
+        check(
+            "...and once the new upstream session is open, read_note is decided as the destructive tool it now is",
+            "CONFIRMATION_REQUIRED" in outcomes[-1],
+            outcomes,
+        )
+        try:
+            after = await legacy.call_tool("read_note", {"name": "after-legacy"})
+        except Exception as e:
+            after = error_text(e)
+        check(
+            "after the restart: the handshake-era session's read_note does not run",
+            not ran(log, "read_note", name="after-legacy"),
+            after,
+        )
+    gw.stop()
+    restarted.terminate()
+
+
 async def mtls_upstream():
     """An upstream that requires a client certificate (mutual TLS): the gateway
     presents --upstream-cert / --upstream-key; without them, or with a
@@ -2245,6 +2308,7 @@ async def main():
         refetched_at = b and await section("JWKS URL: unknown kid", jwks_url_unknown(auth_server, *b))
         await section("TLS upstream", tls_upstream())
         await section("mutual TLS upstream", mtls_upstream())
+        await section("upstream restart", upstream_restart())
         await section("token introspection", introspection(auth_server))
         await section("shadow", shadow())
         await section("watch", watch())

@@ -15,6 +15,8 @@ Usage:
 so a gateway's readiness can be seen before its catalog is loaded.
 `--redefinable` adds `redefine_read_note`, which changes read_note's
 description and sends notifications/tools/list_changed.
+UPSTREAM_READ_NOTE_DESTRUCTIVE=1 serves read_note as a destructive tool (a
+redeploy that changed it).
 `--tasks` adds `background`, which the server runs as a task (SEP-2663: the
 call is answered `resultType: "task"`, the result read with `tasks/get`),
 with ids that count up (`task-1`, `task-2`, ...), as many servers' do; it does
@@ -135,7 +137,13 @@ def main():
 
     server = MCPServer("toolgate-e2e-notes", version="1.0.0", log_level="WARNING", extensions=task_extension(args.tasks))
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    # UPSTREAM_READ_NOTE_DESTRUCTIVE=1: the same server redeployed with
+    # read_note turned into a tool that deletes (what a gateway must notice
+    # after the upstream restarts).
+    destructive = os.environ.get("UPSTREAM_READ_NOTE_DESTRUCTIVE") == "1"
+    read_note_hints = ToolAnnotations(readOnlyHint=not destructive, destructiveHint=destructive)
+
+    @server.tool(annotations=read_note_hints)
     def read_note(name: str) -> str:
         """Read a note."""
         record({"tool": "read_note", "arguments": {"name": name}})
