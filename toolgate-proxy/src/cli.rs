@@ -317,8 +317,15 @@ fn worker_threads(args: &ProxyArgs) -> usize {
 /// Structured logs on stderr: `RUST_LOG` filters (default: warnings and
 /// errors, so a stdio client's stderr stays quiet), text or JSON lines.
 fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // rmcp logs whole messages (argument values, tool results) at debug:
+    // `RUST_LOG=debug` must not put them in the logs behind --audit-args'
+    // back. Naming rmcp in RUST_LOG (`debug,rmcp=debug`) shows them.
+    let names_rmcp = std::env::var("RUST_LOG").is_ok_and(|spec| spec.contains("rmcp"));
+    if !names_rmcp && let Ok(quiet) = "rmcp=warn".parse() {
+        filter = filter.add_directive(quiet);
+    }
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -404,6 +411,13 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         args.upstream_token_env.as_deref(),
     )?
     .ok_or_else(|| ProxyError::Usage("no upstream: give -- SERVER_CMD [ARGS...] or --upstream URL".into()))?;
+    // A bearer token or headers (which carry keys) go to the upstream on
+    // every request: in clear text only to this machine.
+    if let Some(url) = &args.upstream
+        && (args.upstream_token_env.is_some() || !args.upstream_headers.is_empty())
+    {
+        encrypted_unless_local("--upstream (with --upstream-token-env or --upstream-header)", url)?;
+    }
     let policy = match &args.policy {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|source| ProxyError::Read {
             path: path.clone(),
@@ -475,6 +489,11 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         args.scopes.as_deref()
     };
     let context = Context::from_flags(args.surface.into(), scopes, args.allow.as_deref());
+    if scopes.is_none() {
+        eprintln!(
+            "toolgate proxy: no --scopes and no --auth: the scopes a policy requires are not checked (every caller may call every exposed tool); give --scopes, or --auth with --listen"
+        );
+    }
     if args.trust_model_confirmation {
         eprintln!(
             "toolgate proxy: --trust-model-confirmation: a model-written `confirmed: true` counts as a person's confirmation where the client cannot be asked"

@@ -15,6 +15,8 @@ use crate::metrics::Metrics;
 /// platform and file system (network mounts, container volumes, editors
 /// that replace the file), which change notifications do not.
 const POLL: Duration = Duration::from_millis(250);
+/// Polls (of `POLL`) a policy file may stay unreadable before it is said.
+const UNREADABLE_POLLS: u32 = 8;
 
 /// One version of the policy text.
 #[derive(Debug)]
@@ -71,11 +73,28 @@ pub fn watch(path: PathBuf, policy: Arc<Policy>, engine: Engine, metrics: Arc<Me
     tokio::spawn(async move {
         // The text last looked at, good or bad: each version is judged once.
         let mut seen = policy.current().text.clone().unwrap_or_default();
+        // Polls in a row the file could not be read: a replace in progress
+        // lasts one or two; one that lasts is said, once.
+        let mut unreadable = 0u32;
         loop {
             tokio::time::sleep(POLL).await;
-            let Ok(text) = tokio::fs::read_to_string(&path).await else {
-                // Mid-replace, or removed: the rules in force stay.
-                continue;
+            let text = match tokio::fs::read_to_string(&path).await {
+                Ok(text) => {
+                    unreadable = 0;
+                    text
+                }
+                Err(e) => {
+                    // Mid-replace, or removed: the rules in force stay.
+                    unreadable = unreadable.saturating_add(1);
+                    if unreadable == UNREADABLE_POLLS {
+                        metrics.reloaded(false);
+                        eprintln!(
+                            "toolgate proxy: {} cannot be read ({e}); the previous rules stay in force",
+                            path.display()
+                        );
+                    }
+                    continue;
+                }
             };
             if text == seen {
                 continue;

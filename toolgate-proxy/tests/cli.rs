@@ -108,3 +108,20 @@ fn a_password_in_the_upstream_url_is_refused_without_being_echoed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--upstream-header") && !err.contains("S3cretPw"), "{err}");
 }
+
+#[test]
+fn secrets_for_the_upstream_go_in_clear_text_only_to_this_machine() {
+    let out = Command::new(BIN)
+        .args([
+            "--upstream",
+            "http://mcp.example.com/mcp",
+            "--upstream-token-env",
+            "TG_TEST_TOKEN",
+        ])
+        .env("TG_TEST_TOKEN", "t0ken")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("use https") && !err.contains("t0ken"), "{err}");
+}

@@ -1267,6 +1267,11 @@ async def tls_upstream():
         api_key not in said and bearer not in said,
         [line for line in said.splitlines() if api_key in line or bearer in line][:3],
     )
+    check(
+        "...nor the call's argument values (rmcp's message logs stay at warnings unless RUST_LOG names rmcp)",
+        "over-tls" not in said,
+        [line for line in said.splitlines() if "over-tls" in line][:3],
+    )
 
     # The wrong CA: the client's connect fails, naming the host and TLS.
     seen = len(log_entries(log))
@@ -1677,12 +1682,19 @@ async def watch():
         line4 = last_line("read_note")
         check("--watch: the fix after the bad edit applies (read_note allowed again)", blocked_code(r) is None, r)
         check("...with a third revision", line4.get("policy_revision") not in (None, rev1, rev2), (rev1, rev2, line4))
+
+        # The file gone for good (a wrong mount): said once, the rules stay.
+        policy.unlink()
+        said = await wait_for(lambda: "cannot be read" in gw.stderr(), 6)
+        check("--watch: a policy file that stays unreadable is said on stderr", said, gw.stderr()[-600:])
+        r = await c.call_tool("read_note", {"name": "w5"})
+        check("...and the rules in force stay (read_note still allowed)", blocked_code(r) is None, r)
     async with http_client() as http:
         text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
     reloads = metric_samples(text, "toolgate_policy_reloads_total")
     ok = reloads.get(frozenset({("result", "ok")}))
     err = reloads.get(frozenset({("result", "error")}))
-    check("metrics: toolgate_policy_reloads_total ok=2 error=1", ok == 2 and err == 1, reloads)
+    check("metrics: toolgate_policy_reloads_total ok=2 error=2 (the bad edit, the unreadable file)", ok == 2 and err == 2, reloads)
     gw.stop()
 
 
