@@ -164,6 +164,11 @@ pub struct ProxyArgs {
     /// applies).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_sessions_per_caller: u32,
+    /// `--listen`: on SIGTERM or Ctrl-C, `/readyz` answers 503 and the
+    /// requests in flight get this many seconds to finish; then the open
+    /// streams and sessions are ended and the gateway exits.
+    #[arg(long, value_name = "SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_grace: u64,
     /// A scope every token must grant, else 403 `insufficient_scope`;
     /// repeat for several.
     #[arg(long = "require-scope", value_name = "SCOPE", requires = "issuer")]
@@ -616,6 +621,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                     per_caller: (args.auth != AuthArg::None)
                         .then(|| usize::try_from(args.max_sessions_per_caller).unwrap_or(usize::MAX)),
                 },
+                grace: Duration::from_secs(args.shutdown_grace),
             };
             serve_http(config.clone(), addr, served).await
         }
@@ -702,6 +708,8 @@ struct Served<'a> {
     origins: Vec<String>,
     /// How many handshake-era sessions may be open.
     limits: SessionLimits,
+    /// How long a stop waits for the requests in flight.
+    grace: Duration,
 }
 
 /// The browser origins `/mcp` answers (MCP's transport: a server must
@@ -889,18 +897,23 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         auth,
         origins,
         limits,
+        grace,
         ..
     } = served;
     let sessions = Arc::new(LocalSessionManager::default());
+    let busy: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+    let stop = tokio_util::sync::CancellationToken::new();
     let gate = Arc::new(GateState {
         relay: config.relay.clone(),
         report: drop_report(),
         in_flight: Arc::default(),
+        busy: busy.clone(),
         owners: Arc::new(crate::owners::Owners::new(sessions.clone(), limits)),
         body_wait: crate::http::BODY_WAIT,
     });
     let pages = with_pages.then(|| approve_router(&config, local, public));
     let metrics = config.metrics.clone();
+    let readiness = metrics.clone();
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),
         sessions,
@@ -910,7 +923,8 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
             .enforce_origin_validation()
-            .with_max_request_body_bytes(crate::gate::MAX_MESSAGE_BYTES),
+            .with_max_request_body_bytes(crate::gate::MAX_MESSAGE_BYTES)
+            .with_cancellation_token(stop.clone()),
     );
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)
@@ -937,11 +951,42 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         router = router.merge(pages);
     }
     eprintln!("toolgate proxy: listening on http://{local}/mcp");
-    axum::serve(no_delay(listener), router)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| ProxyError::Serve(e.to_string()))
+    // A stop drains: not ready (a load balancer sends no more), the
+    // requests in flight finish within the grace, then the open streams and
+    // sessions end (a client's GET stream would hold the server forever),
+    // and whatever still runs a few seconds later is cut.
+    let drain = {
+        let stop = stop.clone();
+        async move {
+            shutdown_signal().await;
+            readiness.set_ready(false);
+            let in_flight = busy.load(std::sync::atomic::Ordering::SeqCst);
+            eprintln!(
+                "toolgate proxy: stopping: {in_flight} request(s) in flight get {} s to finish",
+                grace.as_secs()
+            );
+            let deadline = tokio::time::Instant::now() + grace;
+            while busy.load(std::sync::atomic::Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            stop.cancel();
+        }
+    };
+    let served = axum::serve(no_delay(listener), router).with_graceful_shutdown(drain);
+    tokio::select! {
+        result = std::future::IntoFuture::into_future(served) => result.map_err(|e| ProxyError::Serve(e.to_string())),
+        () = async {
+            stop.cancelled().await;
+            tokio::time::sleep(STOP_AFTER_DRAIN).await;
+        } => {
+            eprintln!("toolgate proxy: connections still open after the grace: stopping anyway");
+            Ok(())
+        }
+    }
 }
+
+/// How long connections may stay after the drain ended the streams.
+const STOP_AFTER_DRAIN: Duration = Duration::from_secs(5);
 
 /// `listener` with Nagle's algorithm off on every connection it accepts:
 /// axum leaves it on, and a response written in more than one piece then

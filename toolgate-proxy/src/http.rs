@@ -28,6 +28,26 @@ pub struct GateState {
     pub owners: Arc<Owners>,
     /// How long a request's body is waited for (`BODY_WAIT`).
     pub body_wait: std::time::Duration,
+    /// Requests admitted whose response is not sent yet: a stop waits for
+    /// them (`--shutdown-grace`).
+    pub busy: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One admitted request in flight, counted in `GateState::busy` until its
+/// response (a JSON body or an SSE stream) is sent or abandoned.
+struct Busy(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Busy {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Busy {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Busy(count.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Frees a request's id when its response body is done (or dropped).
@@ -261,6 +281,7 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
                 }
                 _ => None,
             };
+            let busy = matches!(&*message, JsonRpcMessage::Request(_)).then(|| Busy::new(&state.busy));
             let response = next
                 .run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
                 .await;
@@ -269,13 +290,14 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
             {
                 state.owners.opened(&opened, &subject).await;
             }
-            match release {
-                None => response,
-                // The id is free once the response (a JSON body or an SSE
-                // stream) has been sent or abandoned.
-                Some(release) => response.map(|body| {
+            match (release, busy) {
+                (None, None) => response,
+                // The id is free, and the request no longer in flight, once
+                // the response (a JSON body or an SSE stream) has been sent
+                // or abandoned.
+                held => response.map(|body| {
                     Body::from_stream(body.into_data_stream().map(move |chunk| {
-                        let _held = &release;
+                        let _held = &held;
                         chunk
                     }))
                 }),
@@ -361,6 +383,7 @@ mod tests {
             relay: RelayList::default(),
             report: Arc::new(|_: &str, _: &str| {}),
             in_flight: Arc::default(),
+            busy: Arc::default(),
             owners: Arc::new(Owners::new(
                 Arc::new(LocalSessionManager::default()),
                 crate::owners::SessionLimits {

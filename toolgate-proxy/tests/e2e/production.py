@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -1361,6 +1362,40 @@ async def upstream_restart():
     restarted.terminate()
 
 
+async def graceful_stop():
+    """SIGTERM while a client holds its session (and GET stream) and a call is
+    in flight: /readyz turns 503, the call finishes, the gateway exits."""
+    log = TMP / "stop-upstream.jsonl"
+    gw = Gateway("stop", "--shutdown-grace", 10, upstream_args=upstream_cmd(log, TMP / "notes-stop"))
+    result, ready, exited_in = None, None, None
+    try:
+        async with mcp_client(gw.url, mode="legacy") as c:
+            slow = asyncio.create_task(c.call_tool("slow", {"seconds": 2, "tag": "drain"}))
+            await wait_for(lambda: ran(log, "slow", tag="drain"), 10)
+            sent = time.monotonic()
+            gw.proc.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)
+            async with http_client() as http:
+                ready = (await http.get(gw.base + "/readyz")).status_code
+            result = await slow
+            if await wait_for(lambda: gw.proc.poll() is not None, 10):
+                exited_in = time.monotonic() - sent
+    except Exception as e:  # the client's own goodbye may find the server gone
+        result = result or error_text(e)
+    check("SIGTERM: /readyz answers 503 while the calls in flight finish", ready == 503, ready)
+    check(
+        "...the call in flight completes",
+        result is not None and not isinstance(result, str) and blocked_code(result) is None and "slept" in result.content[0].text,
+        result,
+    )
+    check(
+        "...and the gateway exits though the client still holds its session",
+        exited_in is not None and exited_in < 8,
+        (exited_in, gw.stderr()[-400:]),
+    )
+    gw.stop()
+
+
 async def mtls_upstream():
     """An upstream that requires a client certificate (mutual TLS): the gateway
     presents --upstream-cert / --upstream-key; without them, or with a
@@ -2321,6 +2356,7 @@ async def main():
         await section("TLS upstream", tls_upstream())
         await section("mutual TLS upstream", mtls_upstream())
         await section("upstream restart", upstream_restart())
+        await section("graceful stop", graceful_stop())
         await section("token introspection", introspection(auth_server))
         await section("shadow", shadow())
         await section("watch", watch())
