@@ -254,6 +254,10 @@ impl SessionState {
     }
 }
 
+/// How many requests the shared upstream session of MCP 2026-07-28 callers
+/// (an HTTP upstream) carries at once; a handshake-era session keeps rmcp's 16.
+const SHARED_SESSION_CONCURRENCY: usize = 256;
+
 /// How the gateway introduces itself to the upstream on the sessionless
 /// path: no client capabilities, since a 2026-07-28 client cannot be reached
 /// in the middle of a call.
@@ -540,6 +544,12 @@ impl SessionState {
                         // server's catalog: the request fails instead, the
                         // session is spent, and a new one reads the catalog.
                         settings.reinit_on_expired_session = false;
+                        // Every MCP 2026-07-28 caller shares one upstream
+                        // session: rmcp's default of 16 POSTs at once let 16
+                        // slow calls of one caller hold up everyone else's.
+                        if self.tasks.is_some() {
+                            settings = settings.max_concurrent_requests(SHARED_SESSION_CONCURRENCY);
+                        }
                         let transport = Ordered::new(
                             rmcp::transport::StreamableHttpClientTransport::with_client(http.client.clone(), settings),
                             Arc::downgrade(self),

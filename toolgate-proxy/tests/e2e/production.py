@@ -1312,7 +1312,11 @@ async def upstream_restart():
     write_pem(cert_pem, cert=leaf_cert)
     write_pem(key_pem, key=leaf_key)
     log = TMP / "restart-upstream.jsonl"
-    upstream, port = start_https_upstream("restart", log, cert_pem, key_pem)
+    os.environ["UPSTREAM_JSON_RESPONSE"] = "1"  # a POST lasts as long as its call
+    try:
+        upstream, port = start_https_upstream("restart", log, cert_pem, key_pem)
+    finally:
+        del os.environ["UPSTREAM_JSON_RESPONSE"]
     url = f"https://127.0.0.1:{port}/mcp"
     gw = Gateway("restart", "--upstream", url, "--upstream-ca", ca_pem)
     async with http_client() as http, mcp_client(gw.url, mode="legacy") as legacy:
@@ -1324,6 +1328,20 @@ async def upstream_restart():
             blocked_code(before) is None and ran(log, "read_note", name="before-legacy"),
             before,
         )
+        # Every 2026-07-28 caller shares one upstream session: 20 slow calls
+        # of one caller (more than rmcp's default of 16 at once) must not
+        # hold up another call (an order, not a time, is checked).
+        hogs = [
+            asyncio.create_task(post_call(http, gw.url, "slow", {"seconds": 4, "tag": f"hog-{n}"})) for n in range(20)
+        ]
+        started = await wait_for(lambda: len(ran(log, "slow")) >= 20, 10)
+        await post_call(http, gw.url, "read_note", {"name": "between-hogs"})
+        check(
+            "20 slow calls in flight on the shared upstream session all run at once, and another call runs meanwhile",
+            started and ran(log, "read_note", name="between-hogs") and not any(h.done() for h in hogs),
+            (len(ran(log, "slow")), [h.done() for h in hogs].count(True)),
+        )
+        await asyncio.gather(*hogs)
         upstream.terminate()
         upstream.wait(10)
         restarted = subprocess.Popen(
@@ -1331,7 +1349,7 @@ async def upstream_restart():
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=open(TMP / "restart2-upstream.stderr", "wb"),
-            env={**os.environ, "UPSTREAM_READ_NOTE_DESTRUCTIVE": "1"},
+            env={**os.environ, "UPSTREAM_READ_NOTE_DESTRUCTIVE": "1", "UPSTREAM_JSON_RESPONSE": "1"},
         )
         PROCS.append(restarted)
         wait_port(port, 20)

@@ -15,6 +15,7 @@ Usage:
 so a gateway's readiness can be seen before its catalog is loaded.
 `--redefinable` adds `redefine_read_note`, which changes read_note's
 description and sends notifications/tools/list_changed.
+UPSTREAM_JSON_RESPONSE=1 answers each POST with one JSON body (no SSE).
 UPSTREAM_READ_NOTE_DESTRUCTIVE=1 serves read_note as a destructive tool (a
 redeploy that changed it).
 `--tasks` adds `background`, which the server runs as a task (SEP-2663: the
@@ -201,7 +202,9 @@ def main():
 
     import uvicorn
 
-    app = server.streamable_http_app()
+    # UPSTREAM_JSON_RESPONSE=1: answers as one JSON body per POST, as many
+    # servers do (the POST then lasts as long as the call).
+    app = server.streamable_http_app(json_response=os.environ.get("UPSTREAM_JSON_RESPONSE") == "1")
 
     async def logged(scope, receive, send):
         if scope["type"] == "http":
