@@ -657,13 +657,21 @@ async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
             return Err(ProxyError::Serve(e.to_string()));
         }
     };
-    tokio::select! {
-        _ = running.waiting() => {}
-        () = shutdown_signal() => {}
-    }
-    // The client went away (or we were told to stop): stop the server.
+    let ended = tokio::select! {
+        _ = running.waiting() => false,
+        () = shutdown_signal() => false,
+        () = session.upstream_ended() => true,
+    };
+    // The client went away (or we were told to stop): stop the server. Or
+    // the server ended: every later call would fail, while the host shows
+    // the server as connected; exiting lets the host start both again.
     flusher.flush().await;
     session.shutdown().await;
+    if ended {
+        return Err(ProxyError::Serve(
+            "the upstream MCP server ended; stopping so that the host starts both again".into(),
+        ));
+    }
     Ok(())
 }
 

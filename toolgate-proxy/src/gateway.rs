@@ -320,6 +320,18 @@ impl Gateway {
         self.shared_session().await?.rules().await.map(|_| ())
     }
 
+    /// Resolves once this session's upstream session has ended (a stdio
+    /// child that exited, a connection that closed, a session the upstream
+    /// forgot); never while none was opened.
+    pub async fn upstream_ended(&self) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if self.state.upstream.get().is_some() && !self.state.is_alive() {
+                return;
+            }
+        }
+    }
+
     /// Ends the upstream session and stops the child, if any.
     pub async fn shutdown(&self) {
         if let Some(up) = self.state.upstream.get() {

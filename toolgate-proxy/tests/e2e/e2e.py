@@ -157,6 +157,36 @@ async def main():
         said[-800:],
     )
 
+    # The upstream server dies while the client stays: the gateway exits
+    # (non-zero), so the host sees it gone and can start both again, instead
+    # of answering every later call with an error while looking connected.
+    lone = subprocess.Popen(
+        [PROXY, "--", NODE, SERVER, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lone.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}) + "\n")
+    lone.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    lone.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n")
+    lone.stdin.flush()
+    lone.stdout.readline()
+    lone.stdout.readline()
+    for pid in server_pids(root):
+        os.kill(pid, signal.SIGKILL)
+    try:
+        lone.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        lone.kill()
+        lone.wait()
+    lone.stdin.close()
+    check(
+        "stdio: the upstream server killed while the client stays: the gateway exits non-zero, saying why",
+        lone.returncode not in (0, None, -9) and "upstream MCP server ended" in lone.stderr.read(),
+        lone.returncode,
+    )
+
     # 1. Direct surface: only the read tools.
     via = await with_session(proxy_params(root, "--surface", "direct"), lambda s: s.list_tools())
     names = [t.name for t in via.tools]
