@@ -811,9 +811,9 @@ impl SessionState {
             None => None,
         };
         let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
-        match error {
-            ServiceError::McpError(e) => e,
-            ServiceError::Timeout { timeout } => internal(
+        let (message, code) = match error {
+            ServiceError::McpError(e) => return e,
+            ServiceError::Timeout { timeout } => (
                 format!(
                     "toolgate proxy: the upstream server did not answer {method} within {} s; the request was cancelled upstream",
                     timeout.as_secs()
@@ -822,19 +822,21 @@ impl SessionState {
             ),
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 self.spent.store(true, std::sync::atomic::Ordering::Relaxed);
-                internal(
+                (
                     format!(
                         "toolgate proxy: the connection to the upstream server ended before it answered {method}{why}; whether a call ran is unknown"
                     ),
                     "UPSTREAM_CLOSED",
                 )
             }
-            ServiceError::Cancelled { .. } => internal(format!("toolgate proxy: {method} was cancelled"), "CANCELLED"),
-            other => internal(
+            ServiceError::Cancelled { .. } => (format!("toolgate proxy: {method} was cancelled"), "CANCELLED"),
+            other => (
                 format!("toolgate proxy: the upstream server failed on {method}: {other}"),
                 "UPSTREAM_ERROR",
             ),
-        }
+        };
+        self.config.metrics.upstream_failed(code);
+        internal(message, code)
     }
 
     /// Builds the request `method` with `params` and forwards it.

@@ -50,6 +50,7 @@ pub struct Metrics {
     reloads: Family<ResultLabels, Counter>,
     rule_set_loads: Counter,
     auth_refusals: Family<ReasonLabels, Counter>,
+    upstream_errors: Family<ReasonLabels, Counter>,
     ready: AtomicBool,
 }
 
@@ -112,8 +113,15 @@ impl Metrics {
             "requests refused before the MCP session (--auth), by reason: missing, invalid_token, insufficient_scope, unavailable",
             auth_refusals.clone(),
         );
+        let upstream_errors = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "upstream_errors",
+            "requests to the upstream that got no answer from it, by reason: UPSTREAM_CLOSED, UPSTREAM_TIMEOUT, UPSTREAM_ERROR, CANCELLED (an allowed call counted here may not have run)",
+            upstream_errors.clone(),
+        );
         Metrics {
             registry,
+            upstream_errors,
             rule_set_loads,
             auth_refusals,
             decisions,
@@ -154,6 +162,16 @@ impl Metrics {
         self.reloads
             .get_or_create(&ResultLabels {
                 result: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A request to the upstream that got no answer; `code` is one of the
+    /// fixed few `Gateway::upstream_error` gives.
+    pub fn upstream_failed(&self, code: &'static str) {
+        self.upstream_errors
+            .get_or_create(&ReasonLabels {
+                reason: code.to_owned(),
             })
             .inc();
     }

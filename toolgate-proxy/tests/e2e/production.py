@@ -1318,7 +1318,8 @@ async def upstream_restart():
     finally:
         del os.environ["UPSTREAM_JSON_RESPONSE"]
     url = f"https://127.0.0.1:{port}/mcp"
-    gw = Gateway("restart", "--upstream", url, "--upstream-ca", ca_pem)
+    mport = free_port()
+    gw = Gateway("restart", "--upstream", url, "--upstream-ca", ca_pem, "--metrics", f"127.0.0.1:{mport}")
     async with http_client() as http, mcp_client(gw.url, mode="legacy") as legacy:
         r = await post_call(http, gw.url, "read_note", {"name": "before"})
         check("before the restart: a 2026-07-28 read runs", ran(log, "read_note", name="before"), r.text[:300])
@@ -1376,6 +1377,9 @@ async def upstream_restart():
             not ran(log, "read_note", name="after-legacy"),
             after,
         )
+        text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
+        closed = metric_samples(text, "toolgate_upstream_errors_total").get(frozenset({("reason", "UPSTREAM_CLOSED")}))
+        check("metrics: the requests the restart failed are counted (toolgate_upstream_errors_total)", (closed or 0) >= 2, closed)
     gw.stop()
     restarted.terminate()
 
