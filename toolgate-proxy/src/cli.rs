@@ -150,7 +150,8 @@ pub struct ProxyArgs {
     /// `:*` for any) whose pages may call `/mcp`, beside this machine's own
     /// (`http://localhost:*`, `http://127.0.0.1:*`) and `--resource`'s. A
     /// request with any other `Origin` header is refused (403); a client
-    /// that sends none (not a browser) is not affected.
+    /// that sends none (not a browser) is not affected. No CORS preflight is
+    /// answered, so a page's `fetch` that needs one is refused.
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
     pub allow_origins: Vec<String>,
     /// `--listen`: how many handshake-era sessions may be open at once in
