@@ -70,6 +70,23 @@ def server_pids(root):
     return pids
 
 
+def listed_raw(argv):
+    """A gateway started as `argv` over raw stdio, initialized and asked
+    tools/list (both answers read); its pipes stay open."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "0"}}
+    for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ):
+        proc.stdin.write(json.dumps(message) + "\n")
+    proc.stdin.flush()
+    proc.stdout.readline()
+    proc.stdout.readline()
+    return proc
+
+
 async def with_session(params, body, elicit=None):
     kwargs = {} if elicit is None else {"elicitation_callback": elicit}
     async with stdio_client(params) as (read, write):
@@ -134,20 +151,7 @@ async def main():
         and [(f["file"], f["line"], f["column"]) for f in stray_findings] == [(str(stray), 5, 3)],
         (done.returncode, done.stdout[:600], done.stderr[-600:]),
     )
-    started = subprocess.Popen(
-        [PROXY, "--policy", str(stray), "--", NODE, SERVER, str(root)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "0"}}
-    started.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}) + "\n")
-    started.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-    started.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n")
-    started.stdin.flush()
-    started.stdout.readline()
-    started.stdout.readline()
+    started = listed_raw([PROXY, "--policy", str(stray), "--", NODE, SERVER, str(root)])
     started.stdin.close()
     started.wait(timeout=30)
     said = started.stderr.read()
@@ -160,19 +164,7 @@ async def main():
     # The upstream server dies while the client stays: the gateway exits
     # (non-zero), so the host sees it gone and can start both again, instead
     # of answering every later call with an error while looking connected.
-    lone = subprocess.Popen(
-        [PROXY, "--", NODE, SERVER, str(root)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lone.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}) + "\n")
-    lone.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-    lone.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n")
-    lone.stdin.flush()
-    lone.stdout.readline()
-    lone.stdout.readline()
+    lone = listed_raw([PROXY, "--", NODE, SERVER, str(root)])
     for pid in server_pids(root):
         os.kill(pid, signal.SIGKILL)
     try:
