@@ -328,7 +328,12 @@ fn init_tracing(format: LogFormat) {
     // rmcp logs whole messages (argument values, tool results) at debug:
     // `RUST_LOG=debug` must not put them in the logs behind --audit-args'
     // back. Naming rmcp in RUST_LOG (`debug,rmcp=debug`) shows them.
-    let names_rmcp = std::env::var("RUST_LOG").is_ok_and(|spec| spec.contains("rmcp"));
+    let names_rmcp = std::env::var("RUST_LOG").is_ok_and(|spec| {
+        spec.split(',').any(|directive| {
+            let target = directive.trim().split(['=', '[']).next().unwrap_or_default();
+            target == "rmcp" || target.starts_with("rmcp::")
+        })
+    });
     if !names_rmcp && let Ok(quiet) = "rmcp=warn".parse() {
         filter = filter.add_directive(quiet);
     }
@@ -526,6 +531,7 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         approve: Default::default(),
         stateless: Default::default(),
         stateless_opening: Default::default(),
+        warming: Default::default(),
         reported: Default::default(),
         shared: Default::default(),
     })
@@ -610,7 +616,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     }
     let served = match &args.listen {
         Some(addr) => {
-            warm_up(config.clone());
+            crate::gateway::warm_up(config.clone());
             let served = Served {
                 with_pages: own_pages.is_none(),
                 public: args.approve_url.as_deref(),
@@ -847,25 +853,6 @@ async fn authenticator(
         .map_err(|e| ProxyError::Usage(format!("--auth jwt: {e}")))
 }
 
-/// With `--listen`: opens the shared upstream session and loads its
-/// catalog now, so `/readyz` tells when calls can be decided; retried
-/// until it works.
-fn warm_up(config: Arc<Config>) {
-    tokio::spawn(async move {
-        let mut wait = Duration::from_millis(500);
-        loop {
-            match Gateway::new(config.clone()).warm_up().await {
-                Ok(()) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e.message, "the upstream catalog could not be loaded yet");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(10));
-                }
-            }
-        }
-    });
-}
-
 /// The issuer's keys and its introspection endpoint vouch for every caller:
 /// over plain HTTP anyone on the path could swap the keys (and mint tokens)
 /// or read the client secret and every token sent there. Plain HTTP is
@@ -968,7 +955,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         let stop = stop.clone();
         async move {
             shutdown_signal().await;
-            readiness.set_ready(false);
+            readiness.drain();
             let in_flight = busy.load(std::sync::atomic::Ordering::SeqCst);
             eprintln!(
                 "toolgate proxy: stopping: {in_flight} request(s) in flight get {} s to finish",

@@ -106,6 +106,8 @@ pub struct Config {
     /// Held while the sessionless upstream session opens, so requests that
     /// find it gone together open one.
     pub(crate) stateless_opening: tokio::sync::Mutex<()>,
+    /// A background `warm_up` is running.
+    pub(crate) warming: std::sync::atomic::AtomicBool,
     /// Rule sets (by revision) whose findings were reported already: each
     /// is said once, not once per session.
     pub(crate) reported: Mutex<std::collections::HashSet<String>>,
@@ -155,6 +157,7 @@ impl Config {
             approve: crate::approve::Pages::default(),
             stateless: Mutex::default(),
             stateless_opening: tokio::sync::Mutex::default(),
+            warming: std::sync::atomic::AtomicBool::new(false),
             reported: Mutex::default(),
             shared: tokio::sync::Mutex::default(),
         }
@@ -254,6 +257,31 @@ impl SessionState {
     }
 }
 
+/// With `--listen`: opens the shared upstream session and loads its catalog
+/// in the background, so `/readyz` tells when calls can be decided; retried
+/// until it works. At start, and whenever the shared session is found gone
+/// (an orchestrator sends no requests to an unready replica, so nothing else
+/// would open it again). One at a time.
+pub fn warm_up(config: Arc<Config>) {
+    if config.warming.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut wait = Duration::from_millis(500);
+        loop {
+            match Gateway::new(config.clone()).warm_up().await {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e.message, "the upstream catalog could not be loaded yet");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+        config.warming.store(false, std::sync::atomic::Ordering::SeqCst);
+    });
+}
+
 /// How many requests the shared upstream session of MCP 2026-07-28 callers
 /// (an HTTP upstream) carries at once; a handshake-era session keeps rmcp's 16.
 const SHARED_SESSION_CONCURRENCY: usize = 256;
@@ -304,6 +332,9 @@ impl Gateway {
             tracing::warn!("the upstream session of MCP 2026-07-28 requests ended: opening a new one");
             config.metrics.set_ready(false);
             Gateway { state: gone }.shutdown().await;
+            // Should this request's attempt fail, the replica still becomes
+            // ready again on its own.
+            warm_up(config.clone());
         }
         let state = Arc::new(SessionState::new(config.clone(), true));
         state.connect(gateway_client_info()?).await?;
@@ -811,6 +842,7 @@ impl SessionState {
             None => None,
         };
         let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+        let gone = self.ends_upstream_session(&error);
         let (message, code) = match error {
             ServiceError::McpError(e) => return e,
             ServiceError::Timeout { timeout } => (
@@ -821,7 +853,9 @@ impl SessionState {
                 "UPSTREAM_TIMEOUT",
             ),
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                self.spent.store(true, std::sync::atomic::Ordering::Relaxed);
+                if gone {
+                    self.spent.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 (
                     format!(
                         "toolgate proxy: the connection to the upstream server ended before it answered {method}{why}; whether a call ran is unknown"
@@ -837,6 +871,34 @@ impl SessionState {
         };
         self.config.metrics.upstream_failed(code);
         internal(message, code)
+    }
+
+    /// Whether `error` means this upstream session is over: the connection
+    /// closed, a write to a child's pipe failed, or an HTTP upstream answered
+    /// that it no longer knows the session (404: restarted). An HTTP upstream's
+    /// other failures (a 429, a 5xx, a network blip) end one request only.
+    fn ends_upstream_session(&self, error: &ServiceError) -> bool {
+        use rmcp::transport::streamable_http_client::StreamableHttpError;
+        match error {
+            ServiceError::TransportClosed => true,
+            ServiceError::TransportSend(sent) => {
+                if !matches!(self.config.upstream, UpstreamSpec::Url(_)) {
+                    return true;
+                }
+                let mut source: Option<&(dyn std::error::Error + 'static)> = Some(sent.error.as_ref());
+                while let Some(current) = source {
+                    if matches!(
+                        current.downcast_ref::<StreamableHttpError<reqwest::Error>>(),
+                        Some(StreamableHttpError::SessionExpired)
+                    ) {
+                        return true;
+                    }
+                    source = current.source();
+                }
+                false
+            }
+            _ => false,
+        }
     }
 
     /// Builds the request `method` with `params` and forwards it.

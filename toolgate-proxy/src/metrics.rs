@@ -52,6 +52,8 @@ pub struct Metrics {
     auth_refusals: Family<ReasonLabels, Counter>,
     upstream_errors: Family<ReasonLabels, Counter>,
     ready: AtomicBool,
+    /// A stop is draining: not ready again, whatever loads meanwhile.
+    draining: AtomicBool,
 }
 
 impl Default for Metrics {
@@ -130,6 +132,7 @@ impl Metrics {
             upstream_starts,
             reloads,
             ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
         }
     }
 
@@ -192,11 +195,18 @@ impl Metrics {
     }
 
     pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Relaxed);
+        self.ready
+            .store(ready && !self.draining.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// A stop began: `/readyz` answers 503 from now on.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+        self.ready.store(false, Ordering::SeqCst);
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.ready.load(Ordering::SeqCst)
     }
 
     /// The Prometheus text exposition.

@@ -1343,6 +1343,18 @@ async def upstream_restart():
             (len(ran(log, "slow")), [h.done() for h in hogs].count(True)),
         )
         await asyncio.gather(*hogs)
+        # One request the upstream answers 503 (a busy proxy) fails alone: the
+        # shared session lives on, and a call in flight on it completes.
+        inflight = asyncio.create_task(post_call(http, gw.url, "slow", {"seconds": 2, "tag": "through-503"}))
+        await wait_for(lambda: ran(log, "slow", tag="through-503"), 10)
+        busy = await post_call(http, gw.url, "overloaded", {})
+        next_call = await post_call(http, gw.url, "read_note", {"name": "after-503"})
+        done = await inflight
+        check(
+            "an upstream 503 fails that request only: the next call and the call in flight on the shared session run",
+            "UPSTREAM" in busy.text and ran(log, "read_note", name="after-503") and "slept" in done.text,
+            (busy.text[:300], next_call.text[:200], done.text[:300]),
+        )
         upstream.terminate()
         upstream.wait(10)
         restarted = subprocess.Popen(
@@ -1389,7 +1401,7 @@ async def graceful_stop():
     in flight: /readyz turns 503, the call finishes, the gateway exits."""
     log = TMP / "stop-upstream.jsonl"
     gw = Gateway("stop", "--shutdown-grace", 10, upstream_args=upstream_cmd(log, TMP / "notes-stop"))
-    result, ready, exited_in = None, None, None
+    result, ready, ready_after_late, exited_in = None, None, None, None
     try:
         async with mcp_client(gw.url, mode="legacy") as c:
             slow = asyncio.create_task(c.call_tool("slow", {"seconds": 2, "tag": "drain"}))
@@ -1399,12 +1411,18 @@ async def graceful_stop():
             await asyncio.sleep(0.3)
             async with http_client() as http:
                 ready = (await http.get(gw.base + "/readyz")).status_code
+                # A session that opens (and loads its catalog) during the
+                # drain does not make the replica ready again.
+                async with mcp_client(gw.url, mode="legacy") as late:
+                    await late.list_tools()
+                ready_after_late = (await http.get(gw.base + "/readyz")).status_code
             result = await slow
             if await wait_for(lambda: gw.proc.poll() is not None, 10):
                 exited_in = time.monotonic() - sent
     except Exception as e:  # the client's own goodbye may find the server gone
         result = result or error_text(e)
     check("SIGTERM: /readyz answers 503 while the calls in flight finish", ready == 503, ready)
+    check("...and stays 503 when a session opens during the drain", ready_after_late == 503, ready_after_late)
     check(
         "...the call in flight completes",
         result is not None and not isinstance(result, str) and blocked_code(result) is None and "slept" in result.content[0].text,

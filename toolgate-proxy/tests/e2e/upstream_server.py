@@ -167,6 +167,11 @@ def main():
         return "all notes deleted"
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def overloaded() -> str:
+        """Over HTTP, a POST calling this is answered 503 before the server sees it (see `logged`)."""
+        return "not overloaded after all"
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     async def slow(seconds: float, tag: str) -> str:
         """Wait, then answer (a call that is in flight for a while)."""
         record({"tool": "slow", "arguments": {"seconds": seconds, "tag": tag}, "phase": "start"})
@@ -214,6 +219,30 @@ def main():
                 if name in HEADERS_OF_INTEREST:
                     headers[name] = value.decode("latin-1")
             record({"http": scope["method"], "path": scope["path"], "headers": headers})
+        if scope["type"] == "http" and scope["method"] == "POST":
+            # A call of `overloaded` gets an HTTP 503, as a busy server's
+            # proxy answers: one request fails, the session lives on.
+            body, more = b"", True
+            while more:
+                message = await receive()
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+            if b'"name":"overloaded"' in body.replace(b" ", b""):
+                record({"tool": "overloaded", "http_status": 503})
+                await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"overloaded"})
+                return
+            replayed = False
+
+            async def replay():
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            await app(scope, replay, send)
+            return
         await app(scope, receive, send)
 
     uvicorn.run(
