@@ -272,7 +272,7 @@ export class Toolgate {
    * One turn of the transactional runtime (SPEC §6). The state may be the
    * previous `TurnState` itself; the input's context is written as `decide`
    * writes one (`allowedTools` or `allowed_tools`).
-   * @param {Record<string, unknown> | string | null} state the previous state (object, JSON text, or null for a new conversation)
+   * @param {TurnState | Record<string, unknown> | string | null} state the previous state (the TurnState, its JSON text, an object, or null for a new conversation)
    * @param {Record<string, unknown> | string} input this turn's input (object or JSON text)
    * @returns {TurnState}
    */
@@ -407,17 +407,21 @@ export * from './errors.js';
 export const RuleSet = Toolgate;
 
 /**
- * A turn input object as the engine reads it: its context as `decide`'s
- * (`contextJson`), everything else as the engine reads calls (`engineJson`).
+ * A turn input object as the engine reads it, written as the engine reads
+ * calls (`engineJson`: a value JSON cannot carry, `undefined` included, is
+ * refused by the engine rather than dropped), with the context's
+ * `allowedTools` spelled as the engine's `allowed_tools`, as `decide` takes it.
  * @param {unknown} input
  * @returns {string}
  */
 function turnInputJson(input) {
-  if (input === null || typeof input !== 'object' || Array.isArray(input) || !('context' in input)) {
-    return engineJson(input ?? null);
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) return engineJson(input ?? null);
+  const given = /** @type {Record<string, unknown>} */ (input);
+  const context = given.context;
+  if (context === null || typeof context !== 'object' || Array.isArray(context) || !('allowedTools' in context)) {
+    return engineJson(input);
   }
-  const { context, ...rest } = /** @type {Record<string, unknown>} */ (input);
-  const others = engineJson(rest);
-  const ctx = contextJson(/** @type {any} */ (context));
-  return others === '{}' ? `{"context":${ctx}}` : `{"context":${ctx},${others.slice(1)}`;
+  const { allowedTools, ...rest } = /** @type {Record<string, unknown>} */ (context);
+  if ('allowed_tools' in rest) throw new TypeError('context has both allowedTools and allowed_tools');
+  return engineJson({ ...given, context: { ...rest, allowed_tools: allowedTools } });
 }

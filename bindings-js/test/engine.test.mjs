@@ -184,6 +184,12 @@ test('turn: the state machine, state in and state out', () => {
   const snake = { context: { surface: 'confirming', allowed_tools: ['consultar_plano'] }, calls: input.calls };
   assert.equal(plans.turn(null, camel).json, plans.turn(null, snake).json);
   assert.deepEqual(plans.turn(null, camel).value.available_mcp_tools, ['consultar_plano']);
+  // An allowlist or scopes left undefined are refused, not read as absent
+  // (absent: every tool, no scope check).
+  for (const key of ['allowedTools', 'allowed_tools', 'scopes']) {
+    const odd = { context: { surface: 'confirming', [key]: undefined }, calls: input.calls };
+    assert.throws(() => plans.turn(null, odd), (e) => e instanceof ProblemError, key);
+  }
 });
 
 test('turn: a proposed argument JSON cannot carry is refused by the engine, not rewritten to null', () => {
