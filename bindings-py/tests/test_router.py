@@ -189,13 +189,18 @@ def test_a_tool_two_servers_offer_runs_on_neither_unless_mapped() -> None:
     assert reviewed.calls == [("consultar_pedido", {"order_id": "1"})] and shadow.calls == []
 
 
-def test_a_server_that_cannot_list_hides_no_other_server_s_tools() -> None:
+def test_a_server_that_cannot_list_runs_nothing_on_a_guess_but_a_map_still_routes() -> None:
     rules = RuleSet.from_files(CATALOG, POLICY)
-    up = FakeSession(["consultar_pedido"])
-    router = McpToolRouter(rules, [ListingFails([]), up])
+    up, down = FakeSession(["consultar_pedido"]), ListingFails(["consultar_pedido"])
     calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
-    outcome = asyncio.run(router.run_turn(None, calls))
-    assert [r.ok for r in outcome.executed] == [True] and up.calls == [("consultar_pedido", {"order_id": "1"})]
+    # The server that is down might offer the same name: not run on the other.
+    outcome = asyncio.run(McpToolRouter(rules, [down, up]).run_turn(None, calls))
+    assert [(r.ok, type(r.error).__name__) for r in outcome.executed] == [(False, "LookupError")]
+    assert "could not list" in str(outcome.executed[0].error) and up.calls == []
+    mapped = asyncio.run(
+        McpToolRouter(rules, {"consultar_pedido": up, "solicitar_devolucao": down}).run_turn(None, calls)
+    )
+    assert [r.ok for r in mapped.executed] == [True] and up.calls == [("consultar_pedido", {"order_id": "1"})]
 
 
 def test_every_page_of_a_server_s_tools_is_read() -> None:

@@ -109,7 +109,10 @@ async def _listed_names(session: ToolSession) -> list[str]:
             return names
         from mcp.types import PaginatedRequestParams
 
-        listed = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))  # type: ignore[call-arg]
+        try:
+            listed = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))  # type: ignore[call-arg]
+        except TypeError:  # an mcp 1.x before `params`
+            listed = await session.list_tools(cursor=cursor)  # type: ignore[call-arg]
     raise LookupError("a server's tools/list did not end")
 
 
@@ -158,19 +161,21 @@ class McpToolRouter:
         if self._by_tool is None:
             index: dict[str, ToolSession] = {}
             twice: set[str] = set()
-            complete = True
             for session in self._sessions:
                 try:
                     names = await _listed_names(session)
-                except Exception:  # a server that is down must not hide the others' tools
-                    complete = False
-                    continue
+                except Exception as e:
+                    # A server that cannot list might list this name too: no
+                    # call runs on a guess (a map names servers for certain);
+                    # it is asked again next time.
+                    raise LookupError(
+                        f"a server on this route could not list its tools ({e}); map `{name}` to one"
+                    ) from e
                 for listed in names:
                     if listed in index and index[listed] is not session:
                         twice.add(listed)
                     index.setdefault(listed, session)
-            if complete:  # one that failed is asked again next time
-                self._by_tool, self._twice = index, twice
+            self._by_tool, self._twice = index, twice
         else:
             index, twice = self._by_tool, self._twice
         if name in twice:
