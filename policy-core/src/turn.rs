@@ -222,7 +222,7 @@ impl TurnState {
             (Some(digest), Some(revision), Some(call)) if *digest == question_digest(call, revision) => {}
             (Some(_), Some(_), Some(_)) => {
                 return Err(state_problem(
-                    "`pending_digest` does not match `pending_tool_call` under `pending_policy_revision`: the state was edited",
+                    "`pending_digest` does not match `pending_tool_call` under `pending_policy_revision`: the state was edited (keep the engine's exact JSON text: re-serialising it can rewrite numbers, 10.0 as 10)",
                 ));
             }
             _ => {
