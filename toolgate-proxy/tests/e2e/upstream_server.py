@@ -166,10 +166,12 @@ def main():
             path.unlink()
         return "all notes deleted"
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-    def overloaded() -> str:
-        """Over HTTP, a POST calling this is answered 503 before the server sees it (see `logged`)."""
-        return "not overloaded after all"
+    if args.http is not None:
+
+        @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+        def overloaded() -> str:
+            """A POST calling this is answered 503 before the server sees it (see `logged`)."""
+            return "not overloaded after all"
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     async def slow(seconds: float, tag: str) -> str:
