@@ -129,6 +129,13 @@ impl Catalog {
     }
 }
 
+/// Whether `text` is spelled as [`sha256_hex`] writes a digest: `sha256:`
+/// and 64 lower-case hex digits (pins, turn questions).
+pub fn is_sha256_hex(text: &str) -> bool {
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(7 + 64);

@@ -245,7 +245,7 @@ fn parse_entry(r: &Reader, name: &Key, node: &Node) -> Result<Entry, Problem> {
             }
             "pin" => {
                 let pin = r.string(value, "pin")?;
-                if !is_valid_pin(pin) {
+                if !crate::catalog::is_sha256_hex(pin) {
                     return Err(r.error(
                         value.line,
                         value.column,
@@ -274,11 +274,6 @@ fn parse_entry(r: &Reader, name: &Key, node: &Node) -> Result<Entry, Problem> {
         }
     }
     Ok(entry)
-}
-
-fn is_valid_pin(pin: &str) -> bool {
-    pin.strip_prefix("sha256:")
-        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 #[cfg(test)]

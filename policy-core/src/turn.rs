@@ -282,7 +282,9 @@ impl TurnInput {
                         Value::Null => None,
                         Value::Bool(true) => Some(Answer::Yes),
                         Value::Bool(false) => Some(Answer::No),
-                        Value::String(digest) if is_digest(digest) => Some(Answer::YesTo(digest.clone())),
+                        Value::String(digest) if crate::catalog::is_sha256_hex(digest) => {
+                            Some(Answer::YesTo(digest.clone()))
+                        }
                         _ => {
                             return Err(input_problem(
                                 "`user_confirmed` must be true, false, null or the `pending_digest` the person confirmed",
@@ -304,12 +306,6 @@ impl TurnInput {
         }
         Ok(input)
     }
-}
-
-/// `sha256:` and 64 lower-case hex digits, as [`question_digest`] writes them.
-fn is_digest(text: &str) -> bool {
-    text.strip_prefix("sha256:")
-        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
 enum Action {

@@ -102,18 +102,15 @@ struct RotatingFile {
     day: u64,
 }
 
-/// The longest tool name a catalog may hold (the engine refuses longer).
-const MAX_TOOL_NAME_BYTES: usize = 256;
-
 /// A tool name as an audit line holds it: a caller may name a made-up tool
-/// of megabytes, which no catalog can hold; written whole, a few such calls
+/// of megabytes, longer than the engine lets any catalog name be; written whole, a few such calls
 /// would fill the audit volume or rotate earlier lines away. Longer names
 /// are cut (at a character boundary) and say how long they were.
 fn bounded_name(name: &str) -> String {
-    if name.len() <= MAX_TOOL_NAME_BYTES {
+    if name.len() <= policy_core::catalog::MAX_TOOL_NAME_BYTES {
         return name.to_owned();
     }
-    let mut end = MAX_TOOL_NAME_BYTES;
+    let mut end = policy_core::catalog::MAX_TOOL_NAME_BYTES;
     while !name.is_char_boundary(end) {
         end -= 1;
     }
@@ -375,7 +372,7 @@ mod tests {
     #[test]
     fn made_up_tool_names_are_cut_in_audit_lines() {
         assert_eq!(bounded_name("send"), "send");
-        let longest = "a".repeat(MAX_TOOL_NAME_BYTES);
+        let longest = "a".repeat(policy_core::catalog::MAX_TOOL_NAME_BYTES);
         assert_eq!(bounded_name(&longest), longest);
         let huge = "é".repeat(2_000_000);
         let cut = bounded_name(&huge);
