@@ -16,6 +16,7 @@ use crate::confirm::Sealing;
 use crate::gate::RelayList;
 use crate::http::GateState;
 use crate::ledger::Ledger;
+use crate::listen::ConnectionLimits;
 use crate::outbound;
 use crate::owners::SessionLimits;
 use crate::policy::Policy;
@@ -170,6 +171,16 @@ pub struct ProxyArgs {
     /// streams and sessions are ended and the gateway exits.
     #[arg(long, value_name = "SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_grace: u64,
+    /// Every HTTP listener (`--listen`, `--metrics`, the approval pages):
+    /// a request's headers, and the next request on a kept-alive
+    /// connection, must arrive within this many seconds, else the
+    /// connection is closed. A response being sent is not limited.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout: u64,
+    /// Every HTTP listener: how many connections it serves at once; a client
+    /// past it waits (in the kernel's backlog) until one closes.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
     /// A scope every token must grant, else 403 `insufficient_scope`;
     /// repeat for several.
     #[arg(long = "require-scope", value_name = "SCOPE", requires = "issuer")]
@@ -584,6 +595,10 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
             config.metrics.clone(),
         );
     }
+    let connection_limits = ConnectionLimits {
+        header_timeout: Duration::from_secs(args.header_timeout),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+    };
     if let Some(addr) = &args.metrics {
         let (listener, local) = bind(addr).await?;
         let router = crate::metrics::router(config.metrics.clone());
@@ -594,11 +609,13 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 "toolgate proxy: WARNING: --metrics {addr} is reachable beyond this machine without authentication, and its labels name every tool, hidden ones included: keep it on a network only the scraper reaches"
             );
         }
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(no_delay(listener), router).await {
-                eprintln!("toolgate proxy: the metrics listener stopped: {e}");
-            }
-        });
+        tokio::spawn(crate::listen::serve(
+            ("metrics", listener),
+            router,
+            connection_limits,
+            config.metrics.clone(),
+            std::future::pending(),
+        ));
     }
     let own_pages = match (&args.approve_listen, &args.listen) {
         (Some(addr), _) => Some(addr.as_str()),
@@ -608,11 +625,13 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     if let Some(addr) = own_pages {
         let (listener, local) = bind(addr).await?;
         let router = approve_router(&config, local, args.approve_url.as_deref());
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(no_delay(listener), router).await {
-                eprintln!("toolgate proxy: the approval pages stopped: {e}");
-            }
-        });
+        tokio::spawn(crate::listen::serve(
+            ("approve", listener),
+            router,
+            connection_limits,
+            config.metrics.clone(),
+            std::future::pending(),
+        ));
     }
     let served = match &args.listen {
         Some(addr) => {
@@ -629,6 +648,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                         .then(|| usize::try_from(args.max_sessions_per_caller).unwrap_or(usize::MAX)),
                 },
                 grace: Duration::from_secs(args.shutdown_grace),
+                connections: connection_limits,
             };
             serve_http(config.clone(), addr, served).await
         }
@@ -725,6 +745,7 @@ struct Served<'a> {
     limits: SessionLimits,
     /// How long a stop waits for the requests in flight.
     grace: Duration,
+    connections: ConnectionLimits,
 }
 
 /// The browser origins `/mcp` answers (MCP's transport: a server must
@@ -894,6 +915,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         origins,
         limits,
         grace,
+        connections,
         ..
     } = served;
     let sessions = Arc::new(LocalSessionManager::default());
@@ -910,6 +932,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
     let pages = with_pages.then(|| approve_router(&config, local, public));
     let metrics = config.metrics.clone();
     let readiness = metrics.clone();
+    let connection_metrics = metrics.clone();
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),
         sessions,
@@ -968,9 +991,9 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
             stop.cancel();
         }
     };
-    let served = axum::serve(no_delay(listener), router).with_graceful_shutdown(drain);
+    let served = crate::listen::serve(("mcp", listener), router, connections, connection_metrics, drain);
     tokio::select! {
-        result = std::future::IntoFuture::into_future(served) => result.map_err(|e| ProxyError::Serve(e.to_string())),
+        () = served => Ok(()),
         () = async {
             stop.cancelled().await;
             tokio::time::sleep(STOP_AFTER_DRAIN).await;
@@ -983,18 +1006,6 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
 
 /// How long connections may stay after the drain ended the streams.
 const STOP_AFTER_DRAIN: Duration = Duration::from_secs(5);
-
-/// `listener` with Nagle's algorithm off on every connection it accepts:
-/// axum leaves it on, and a response written in more than one piece then
-/// waits for the client's delayed ACK, about 40 ms per `tools/call` over
-/// `--listen` (found by `toolgate-gateway-bench`'s `gateway-listen` lines).
-fn no_delay(listener: tokio::net::TcpListener) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
-    use axum::serve::ListenerExt as _;
-    listener.tap_io(|tcp| {
-        // Best effort: a socket that refuses only costs latency.
-        let _ = tcp.set_nodelay(true);
-    })
-}
 
 /// A listener on `addr` and the address it got (port 0: chosen now).
 async fn bind(addr: &str) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), ProxyError> {

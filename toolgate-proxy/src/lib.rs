@@ -23,6 +23,7 @@ pub mod gate;
 mod gateway;
 mod http;
 pub mod ledger;
+mod listen;
 pub mod metrics;
 mod ordered;
 pub mod outbound;

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -35,6 +36,11 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabels {
     pub method: String,
 }
@@ -51,6 +57,8 @@ pub struct Metrics {
     rule_set_loads: Counter,
     auth_refusals: Family<ReasonLabels, Counter>,
     upstream_errors: Family<ReasonLabels, Counter>,
+    connections: Family<ListenerLabels, Gauge>,
+    header_timeouts: Counter,
     ready: AtomicBool,
     /// A stop is draining: not ready again, whatever loads meanwhile.
     draining: AtomicBool,
@@ -121,9 +129,23 @@ impl Metrics {
             "requests to the upstream that got no answer from it, by reason: UPSTREAM_CLOSED, UPSTREAM_TIMEOUT, UPSTREAM_ERROR, CANCELLED (an allowed call counted here may not have run)",
             upstream_errors.clone(),
         );
+        let connections = Family::<ListenerLabels, Gauge>::default();
+        registry.register(
+            "http_connections",
+            "connections open, by listener: mcp (--listen), metrics, approve (at most --max-connections each)",
+            connections.clone(),
+        );
+        let header_timeouts = Counter::default();
+        registry.register(
+            "http_header_timeouts",
+            "connections closed because a request's headers did not arrive within --header-timeout",
+            header_timeouts.clone(),
+        );
         Metrics {
             registry,
             upstream_errors,
+            connections,
+            header_timeouts,
             rule_set_loads,
             auth_refusals,
             decisions,
@@ -190,6 +212,18 @@ impl Metrics {
     }
 
     /// An upstream catalog was loaded: calls can be decided.
+    pub fn connection_opened(&self, listener: &'static str) {
+        self.connections.get_or_create(&ListenerLabels { listener }).inc();
+    }
+
+    pub fn connection_closed(&self, listener: &'static str) {
+        self.connections.get_or_create(&ListenerLabels { listener }).dec();
+    }
+
+    pub fn header_timed_out(&self) {
+        self.header_timeouts.inc();
+    }
+
     pub fn rule_set_loaded(&self) {
         self.rule_set_loads.inc();
     }

@@ -2356,6 +2356,89 @@ async def origins():
     gw.stop()
 
 
+async def closed_by_peer(reader, within):
+    """Whether the other end closed the connection within `within` seconds
+    (nothing else arriving meanwhile but a response, which is read past)."""
+    try:
+        while await asyncio.wait_for(reader.read(65536), within):
+            pass
+        return True
+    except (asyncio.TimeoutError, ConnectionError):
+        return False
+
+
+async def answered(port, within):
+    """Whether a GET /healthz on a new connection is answered within
+    `within` seconds, and the status line."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), within)
+        return line.startswith(b"HTTP/1.1 200"), line
+    except asyncio.TimeoutError:
+        return False, b"(no answer)"
+    finally:
+        writer.close()
+
+
+async def connection_bounds():
+    """Every listener bounds header time and open connections: a client that
+    opens connections and sends headers slowly (or idles between requests)
+    loses them after --header-timeout, and past --max-connections a client
+    waits until a place frees instead of the gateway holding sockets without
+    end."""
+    upstream = upstream_cmd(TMP / "bounds-upstream.jsonl", TMP / "notes-bounds")
+    mport = free_port()
+    gw = Gateway("bounds", "--header-timeout", "1", "--metrics", f"127.0.0.1:{mport}", upstream_args=upstream)
+    check("gateway with --header-timeout 1 starts", gw.up, gw.stderr()[-300:])
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    writer.write(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    await writer.drain()
+    check("headers that never end: the connection is closed", await closed_by_peer(reader, 10))
+    writer.close()
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    await writer.drain()
+    status = await asyncio.wait_for(reader.readline(), 10)
+    check("a kept-alive connection is answered", status.startswith(b"HTTP/1.1 200"), status)
+    check("...and closed once idle past the header time", await closed_by_peer(reader, 10))
+    writer.close()
+    async with http_client() as http:
+        text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
+    timeouts = metric_samples(text, "toolgate_http_header_timeouts_total").get(frozenset())
+    check("metrics: both are counted (toolgate_http_header_timeouts_total)", timeouts == 2, timeouts)
+    gw.stop()
+
+    gw = Gateway("capped", "--max-connections", "2", "--metrics", f"127.0.0.1:{mport}", upstream_args=upstream)
+    check("gateway with --max-connections 2 starts", gw.up, gw.stderr()[-300:])
+    # wait_port's probe closed at once; its place frees once that is seen.
+    await wait_for(lambda: open_connections(mport) == 0)
+    holders = []
+    for _ in range(2):
+        reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        await writer.drain()
+        holders.append(writer)
+    open_now = await open_connections(mport)
+    check("metrics: two connections open on --listen (toolgate_http_connections)", open_now == 2, open_now)
+    ok, line = await answered(gw.port, 2)
+    check("a third client, past --max-connections: not served while both are held", not ok, line)
+    holders[0].close()
+    ok, line = await answered(gw.port, 10)
+    check("...and served once one closes", ok, line)
+    for writer in holders[1:]:
+        writer.close()
+    gw.stop()
+
+
+async def open_connections(mport):
+    """How many connections the metrics say are open on --listen."""
+    async with http_client() as http:
+        text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
+    return metric_samples(text, "toolgate_http_connections").get(frozenset({("listener", "mcp")}))
+
+
 # ---------------------------------------------------------------------------
 
 
@@ -2409,6 +2492,7 @@ async def main():
         await section("open listener", open_listener())
         await section("origins", origins())
         await section("session limits", session_limits())
+        await section("connection bounds", connection_bounds())
         await section("shared-session tasks", shared_session_tasks())
         await section("private listing", private_listing())
     finally:
