@@ -199,6 +199,11 @@ impl Config {
         }
     }
 
+    /// Whether a shared 2026-07-28 upstream session is open or opening.
+    fn has_shared_session(&self) -> bool {
+        self.current_stateless().is_some() || self.warming.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     fn current_stateless(&self) -> Option<Arc<SessionState>> {
         self.stateless
             .lock()
@@ -220,6 +225,11 @@ impl SessionState {
             tasks: shared.then(Mutex::default),
             spent: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The one session behind every MCP 2026-07-28 request.
+    fn is_shared(&self) -> bool {
+        self.tasks.is_some()
     }
 
     /// Whether its upstream session can still carry requests: opened, and
@@ -390,6 +400,24 @@ impl Gateway {
         let up = self.state.upstream.get()?;
         let child = up.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         child.as_ref().and_then(|c| c.pid)
+    }
+}
+
+/// Lets the HTTP layer, which knows a handshake-era client session only by
+/// its id, see whether that session's upstream session has ended (a stdio
+/// child that exited, an HTTP upstream that restarted and forgot it): the
+/// client is then told its session is gone (`404`, after which MCP clients
+/// initialize again) instead of getting `UPSTREAM_CLOSED` for as long as it
+/// keeps the session. Set by the session's `initialize`.
+#[derive(Debug, Default)]
+pub struct UpstreamLink(OnceLock<Weak<SessionState>>);
+
+impl UpstreamLink {
+    pub fn upstream_ended(&self) -> bool {
+        self.0
+            .get()
+            .and_then(Weak::upgrade)
+            .is_some_and(|state| state.upstream.get().is_some() && !state.is_alive())
     }
 }
 
@@ -795,7 +823,12 @@ impl SessionState {
             Some(u) => u,
             None => Arc::new(self.probe_unknown(up, &names).await),
         };
-        self.config.metrics.set_ready(true);
+        // With a shared 2026-07-28 session (`--listen`), readiness is its
+        // own: a handshake-era session loading its catalog while the shared
+        // one reopens says nothing about whether that one can decide.
+        if self.is_shared() || !self.config.has_shared_session() {
+            self.config.metrics.set_ready(true);
+        }
         Ok(Rules {
             set,
             unknown,
@@ -1727,6 +1760,13 @@ impl ServerHandler for Gateway {
     ) -> impl Future<Output = Result<rmcp::model::InitializeResult, ErrorData>> + Send + '_ {
         async move {
             let state = &self.state;
+            let link = context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Arc<UpstreamLink>>());
+            if let Some(link) = link {
+                let _ = link.0.set(Arc::downgrade(state));
+            }
             context.peer.set_peer_info(request.clone());
             let _ = state.downstream.set(context.peer.clone());
             let up = state.connect(request).await?;

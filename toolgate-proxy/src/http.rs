@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::auth::Caller;
 use crate::gate::{self, Admission, MAX_MESSAGE_BYTES, RelayList};
+use crate::gateway::UpstreamLink;
 use crate::owners::{Access, Full, Owners};
 use crate::stdio::DropReport;
 
@@ -206,6 +207,13 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         tracing::info!(subject, "a request named a session another caller opened: refused");
         return answer_after_body(request.into_body(), no_such_session()).await;
     }
+    if let Some(session) = &session
+        && request.method() != Method::DELETE
+        && state.owners.close_if_upstream_ended(session).await
+    {
+        tracing::warn!("a handshake-era session's upstream session had ended: closed; its client initializes again");
+        return answer_after_body(request.into_body(), no_such_session()).await;
+    }
     if request.method() == Method::DELETE {
         let response = session_closed(next.run(request).await);
         if let Some(session) = &session
@@ -218,7 +226,7 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
     if request.method() != Method::POST {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     // `MAX_MESSAGE_BYTES + 1` bytes are enough to tell an over-long body
     // and to find its id; no more is read (nor kept), and a body is waited
     // for at most `body_wait`, so a client cannot hold the gateway's memory
@@ -258,6 +266,12 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
                 }
                 _ => None,
             };
+            // The new session's state tells the gate, through this, when its
+            // upstream session ends.
+            let upstream = Arc::new(UpstreamLink::default());
+            if _opening.is_some() {
+                parts.extensions.insert(upstream.clone());
+            }
             // Ids are per session; a request without a session (initialize)
             // is not tracked: clients starting at once may share an id.
             let release = match (&*message, session.clone()) {
@@ -288,7 +302,7 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
             if session.is_none()
                 && let Some(opened) = session_of(response.headers())
             {
-                state.owners.opened(&opened, &subject).await;
+                state.owners.opened(&opened, &subject, upstream).await;
             }
             match (release, busy) {
                 (None, None) => response,

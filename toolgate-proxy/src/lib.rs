@@ -37,4 +37,4 @@ mod upstream;
 pub use audit::Audit;
 pub use cli::{ProxyArgs, SurfaceArg, main_with, run};
 pub use error::ProxyError;
-pub use gateway::{Config, Connector, Gateway, HttpUpstream, UpstreamSpec};
+pub use gateway::{Config, Connector, Gateway, HttpUpstream, UpstreamLink, UpstreamSpec};

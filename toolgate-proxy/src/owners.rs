@@ -21,7 +21,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use crate::gateway::UpstreamLink;
 
 /// How many handshake-era sessions may be open at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +34,8 @@ pub struct SessionLimits {
     pub per_caller: Option<usize>,
 }
 
-/// Session id → the subject that opened it.
+/// Session id → the subject that opened it, and whether its upstream
+/// session lives.
 #[derive(Debug)]
 pub struct Owners {
     sessions: Arc<LocalSessionManager>,
@@ -40,8 +44,14 @@ pub struct Owners {
 }
 
 #[derive(Debug)]
+struct Owner {
+    subject: String,
+    upstream: Arc<UpstreamLink>,
+}
+
+#[derive(Debug)]
 struct Table {
-    by_session: HashMap<String, String>,
+    by_session: HashMap<String, Owner>,
     /// `initialize` requests admitted and not yet answered, per subject: a
     /// burst of them is counted before any has a session id.
     opening: HashMap<String, usize>,
@@ -58,7 +68,11 @@ impl Table {
             return Some(Full::Gateway);
         }
         let per_caller = limits.per_caller?;
-        let own = self.by_session.values().filter(|owner| *owner == subject).count()
+        let own = self
+            .by_session
+            .values()
+            .filter(|owner| owner.subject == subject)
+            .count()
             + self.opening.get(subject).copied().unwrap_or(0);
         (own >= per_caller).then_some(Full::Caller)
     }
@@ -120,7 +134,7 @@ impl Owners {
 
     pub fn access(&self, session: &str, subject: &str) -> Access {
         match self.table().by_session.get(session) {
-            Some(owner) if owner != subject => Access::Foreign,
+            Some(owner) if owner.subject != subject => Access::Foreign,
             _ => Access::Own,
         }
     }
@@ -143,11 +157,16 @@ impl Owners {
     }
 
     /// Records the subject that opened `session` (from the session header of
-    /// the answer to a request that named none).
-    pub async fn opened(&self, session: &str, subject: &str) {
+    /// the answer to a request that named none), and its link to the
+    /// gateway's state for it.
+    pub async fn opened(&self, session: &str, subject: &str, upstream: Arc<UpstreamLink>) {
         let prune = {
             let mut table = self.table();
-            table.by_session.insert(session.to_owned(), subject.to_owned());
+            let owner = Owner {
+                subject: subject.to_owned(),
+                upstream,
+            };
+            table.by_session.insert(session.to_owned(), owner);
             table.by_session.len() >= table.prune_at
         };
         if prune {
@@ -180,6 +199,29 @@ impl Owners {
         self.table().by_session.remove(session);
     }
 
+    /// Closes `session` if its upstream session has ended, and says so: the
+    /// client is answered as for any session that is gone, and initializes
+    /// again on a new upstream session (whose catalog is read anew) rather
+    /// than failing on the dead one.
+    pub async fn close_if_upstream_ended(&self, session: &str) -> bool {
+        let ended = {
+            let mut table = self.table();
+            let ended = table
+                .by_session
+                .get(session)
+                .is_some_and(|o| o.upstream.upstream_ended());
+            if ended {
+                table.by_session.remove(session);
+            }
+            ended
+        };
+        if ended {
+            // A session the layer no longer has is already closed.
+            let _ = self.sessions.close_session(&Arc::from(session)).await;
+        }
+        ended
+    }
+
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
         self.owners.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -197,7 +239,7 @@ mod tests {
     #[tokio::test]
     async fn a_session_is_its_openers_and_the_table_forgets_ended_sessions() {
         let owners = Owners::new(Arc::new(LocalSessionManager::default()), UNBOUNDED);
-        owners.opened("s1", "alice").await;
+        owners.opened("s1", "alice", Arc::default()).await;
         assert_eq!(owners.access("s1", "alice"), Access::Own);
         assert_eq!(owners.access("s1", "bob"), Access::Foreign);
         assert_eq!(owners.access("s1", ""), Access::Foreign);
@@ -208,10 +250,10 @@ mod tests {
         // None of these is a live session in the manager: reaching the
         // prune size drops them all but leaves the table usable.
         for i in 0..FIRST_PRUNE {
-            owners.opened(&format!("gone-{i}"), "alice").await;
+            owners.opened(&format!("gone-{i}"), "alice", Arc::default()).await;
         }
         assert!(owners.table().by_session.is_empty());
-        owners.opened("s2", "carol").await;
+        owners.opened("s2", "carol", Arc::default()).await;
         assert_eq!(owners.access("s2", "dave"), Access::Foreign);
     }
 
@@ -237,15 +279,15 @@ mod tests {
         let second = owners.open("alice").await.expect("second");
         assert_eq!(owners.open("alice").await.unwrap_err(), Full::Caller);
         let (a1, a2) = (live_session(&manager).await, live_session(&manager).await);
-        owners.opened(&a1, "alice").await;
-        owners.opened(&a2, "alice").await;
+        owners.opened(&a1, "alice", Arc::default()).await;
+        owners.opened(&a2, "alice", Arc::default()).await;
         drop((first, second));
         assert_eq!(owners.open("alice").await.unwrap_err(), Full::Caller);
 
         // Another caller has a place of their own, until the gateway's bound.
         let bob = owners.open("bob").await.expect("bob");
         let b1 = live_session(&manager).await;
-        owners.opened(&b1, "bob").await;
+        owners.opened(&b1, "bob", Arc::default()).await;
         drop(bob);
         assert_eq!(owners.open("carol").await.unwrap_err(), Full::Gateway);
 
@@ -278,7 +320,7 @@ mod tests {
         for _ in 0..2 {
             let place = owners.open("").await.expect("place");
             let id = live_session(&manager).await;
-            owners.opened(&id, "").await;
+            owners.opened(&id, "", Arc::default()).await;
             drop(place);
         }
         assert_eq!(owners.open("").await.unwrap_err(), Full::Gateway);

@@ -495,6 +495,34 @@ def legacy_initialize(name):
     }
 
 
+class RawLegacySession:
+    """A handshake-era session driven with plain HTTP requests, so each
+    answer's HTTP status is seen as sent."""
+
+    def __init__(self, http, url, session):
+        self.http, self.url, self.session, self.next_id = http, url, session, 2
+
+    def headers(self):
+        return {**BASE_HEADERS, "Mcp-Session-Id": self.session or "", "MCP-Protocol-Version": LEGACY}
+
+    async def call(self, tool, arguments):
+        self.next_id += 1
+        body = {
+            "jsonrpc": "2.0",
+            "id": self.next_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        return await self.http.post(self.url, json=body, headers=self.headers())
+
+
+async def raw_legacy_session(http, url, name):
+    r = await http.post(url, json=legacy_initialize(name), headers=BASE_HEADERS)
+    session = RawLegacySession(http, url, r.headers.get("mcp-session-id"))
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session.headers())
+    return session
+
+
 async def session_owner(gw, alice, bob):
     legacy, base, initialize = LEGACY, BASE_HEADERS, legacy_initialize("alice")
     async with http_client() as http:
@@ -1355,6 +1383,9 @@ async def upstream_restart():
             "UPSTREAM" in busy.text and ran(log, "read_note", name="after-503") and "slept" in done.text,
             (busy.text[:300], next_call.text[:200], done.text[:300]),
         )
+        raw = await raw_legacy_session(http, gw.url, "restart-raw")
+        r = await raw.call("read_note", {"name": "before-raw"})
+        check("before the restart: a raw handshake-era session's read runs", ran(log, "read_note", name="before-raw"), r.text[:300])
         upstream.terminate()
         upstream.wait(10)
         restarted = subprocess.Popen(
@@ -1388,6 +1419,28 @@ async def upstream_restart():
             "after the restart: the handshake-era session's read_note does not run",
             not ran(log, "read_note", name="after-legacy"),
             after,
+        )
+        # The raw session's first request finds its upstream session gone
+        # (UPSTREAM_CLOSED); from then on the gateway says the session is gone
+        # (404), so the client initializes again, on the new catalog.
+        first = await raw.call("read_note", {"name": "after-raw-1"})
+        second = await raw.call("read_note", {"name": "after-raw-2"})
+        check(
+            "after the restart: the raw session's next request fails (UPSTREAM_CLOSED)",
+            "UPSTREAM_CLOSED" in first.text and not ran(log, "read_note", name="after-raw-1"),
+            (first.status_code, first.text[:300]),
+        )
+        check(
+            "...and the one after is told the session is gone (404), not UPSTREAM_CLOSED again",
+            second.status_code == 404 and not ran(log, "read_note", name="after-raw-2"),
+            (second.status_code, second.text[:300]),
+        )
+        again = await raw_legacy_session(http, gw.url, "restart-raw-again")
+        r = await again.call("read_note", {"name": "after-raw-3"})
+        check(
+            "...a new session is decided on the new catalog (read_note now needs confirmation)",
+            again.session and "CONFIRMATION_REQUIRED" in r.text and not ran(log, "read_note", name="after-raw-3"),
+            (again.session, r.text[:300]),
         )
         text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
         closed = metric_samples(text, "toolgate_upstream_errors_total").get(frozenset({("reason", "UPSTREAM_CLOSED")}))
