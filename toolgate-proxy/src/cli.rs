@@ -166,6 +166,11 @@ pub struct ProxyArgs {
     /// applies).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_sessions_per_caller: u32,
+    /// `--listen` with `--auth`: how many requests one subject may have in
+    /// flight at once, over every session and the shared 2026-07-28 one. A
+    /// request past it is answered 429 `TOO_MANY_REQUESTS`.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_in_flight_per_caller: u32,
     /// `--listen`: on SIGTERM or Ctrl-C, `/readyz` answers 503 and the
     /// requests in flight get this many seconds to finish; then the open
     /// streams and sessions are ended and the gateway exits.
@@ -649,6 +654,8 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 },
                 grace: Duration::from_secs(args.shutdown_grace),
                 connections: connection_limits,
+                in_flight_per_caller: (args.auth != AuthArg::None)
+                    .then(|| usize::try_from(args.max_in_flight_per_caller).unwrap_or(usize::MAX)),
             };
             serve_http(config.clone(), addr, served).await
         }
@@ -746,6 +753,8 @@ struct Served<'a> {
     /// How long a stop waits for the requests in flight.
     grace: Duration,
     connections: ConnectionLimits,
+    /// Requests in flight per subject (with `--auth`).
+    in_flight_per_caller: Option<usize>,
 }
 
 /// The browser origins `/mcp` answers (MCP's transport: a server must
@@ -916,6 +925,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         limits,
         grace,
         connections,
+        in_flight_per_caller,
         ..
     } = served;
     let sessions = Arc::new(LocalSessionManager::default());
@@ -926,6 +936,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         report: drop_report(),
         in_flight: Arc::default(),
         busy: busy.clone(),
+        per_caller: in_flight_per_caller.map(|limit| Arc::new(crate::http::CallerLoad::new(limit))),
         owners: Arc::new(crate::owners::Owners::new(sessions.clone(), limits)),
         body_wait: crate::http::BODY_WAIT,
     });

@@ -53,6 +53,11 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
         true,
     ),
     (
+        "TOO_MANY_REQUESTS",
+        "a request over HTTP past `--max-in-flight-per-caller` for its subject, with `--auth` (HTTP 429, `Retry-After`); it was not forwarded",
+        true,
+    ),
+    (
         "UNKNOWN_TASK",
         "a `tasks/get`, `tasks/update` or `tasks/cancel` from an MCP 2026-07-28 client naming a task the upstream did not start for this caller through the gateway (`-32602`; another caller's task is answered the same as none)",
         false,

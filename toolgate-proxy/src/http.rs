@@ -32,6 +32,60 @@ pub struct GateState {
     /// Requests admitted whose response is not sent yet: a stop waits for
     /// them (`--shutdown-grace`).
     pub busy: Arc<std::sync::atomic::AtomicUsize>,
+    /// With `--auth`: requests in flight per subject
+    /// (`--max-in-flight-per-caller`).
+    pub per_caller: Option<Arc<CallerLoad>>,
+}
+
+/// Requests in flight per subject, bounded: one caller's slow calls cannot
+/// take every place the shared 2026-07-28 upstream session has (256) from
+/// the others, nor the gateway's memory.
+#[derive(Debug)]
+pub struct CallerLoad {
+    limit: usize,
+    counts: Mutex<std::collections::HashMap<String, usize>>,
+}
+
+impl CallerLoad {
+    pub fn new(limit: usize) -> CallerLoad {
+        CallerLoad {
+            limit,
+            counts: Mutex::default(),
+        }
+    }
+
+    /// A place for one more request of `subject`, or `None` at the bound.
+    fn enter(self: &Arc<Self>, subject: &str) -> Option<CallerSlot> {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(subject.to_owned()).or_default();
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(CallerSlot {
+            load: self.clone(),
+            subject: subject.to_owned(),
+        })
+    }
+}
+
+/// One request's place in its caller's count, given back when its response
+/// is sent or abandoned.
+struct CallerSlot {
+    load: Arc<CallerLoad>,
+    subject: String,
+}
+
+impl Drop for CallerSlot {
+    fn drop(&mut self) {
+        let mut counts = self.load.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.subject) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(&self.subject);
+            }
+        }
+    }
 }
 
 /// One admitted request in flight, counted in `GateState::busy` until its
@@ -183,6 +237,22 @@ fn too_many_sessions(id: &rmcp::model::RequestId, full: Full) -> Response {
     response
 }
 
+/// The answer to a request past `--max-in-flight-per-caller`: `429`, with a
+/// JSON-RPC error (`TOO_MANY_REQUESTS`, retryable once one is answered).
+fn too_many_requests(id: &rmcp::model::RequestId) -> Response {
+    let error = rmcp::model::ErrorData::new(
+        ErrorCode(TOO_MANY_SESSIONS_CODE),
+        "toolgate proxy: this caller has as many requests in flight as one caller may \
+         (--max-in-flight-per-caller); try again once one is answered",
+        Some(serde_json::json!({ "toolgate": "TOO_MANY_REQUESTS" })),
+    );
+    let mut response = json(StatusCode::TOO_MANY_REQUESTS, &gate::error_message(Some(id), &error));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+    response
+}
+
 /// JSON-RPC's first implementation-defined server error.
 const TOO_MANY_SESSIONS_CODE: i32 = -32000;
 
@@ -295,6 +365,16 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
                 }
                 _ => None,
             };
+            let slot = match (&*message, &state.per_caller) {
+                (JsonRpcMessage::Request(r), Some(load)) => match load.enter(&subject) {
+                    Some(slot) => Some(slot),
+                    None => {
+                        tracing::info!(subject, "a request was refused: too many in flight for its caller");
+                        return too_many_requests(&r.id);
+                    }
+                },
+                _ => None,
+            };
             let busy = matches!(&*message, JsonRpcMessage::Request(_)).then(|| Busy::new(&state.busy));
             let response = next
                 .run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
@@ -304,8 +384,8 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
             {
                 state.owners.opened(&opened, &subject, upstream).await;
             }
-            match (release, busy) {
-                (None, None) => response,
+            match (release, busy, slot) {
+                (None, None, None) => response,
                 // The id is free, and the request no longer in flight, once
                 // the response (a JSON body or an SSE stream) has been sent
                 // or abandoned.
@@ -398,6 +478,7 @@ mod tests {
             report: Arc::new(|_: &str, _: &str| {}),
             in_flight: Arc::default(),
             busy: Arc::default(),
+            per_caller: None,
             owners: Arc::new(Owners::new(
                 Arc::new(LocalSessionManager::default()),
                 crate::owners::SessionLimits {

@@ -2336,6 +2336,8 @@ async def session_limits():
         "3",
         "--max-sessions-per-caller",
         "2",
+        "--max-in-flight-per-caller",
+        "2",
         upstream_args=upstream_cmd(log, TMP / "notes-limits"),
     )
     check("gateway with session limits starts", gw.up, gw.stderr()[-300:])
@@ -2377,6 +2379,30 @@ async def session_limits():
         check("alice closes one of hers", alice[0] and await close("alice", alice[0]) == 200)
         r, again = await open_session("alice")
         check("...and may open another", r.status_code == 200 and again, (r.status_code, r.text[:300]))
+
+        # Requests in flight: alice's two slow calls hold her places; a third
+        # is refused (429) and never reaches the upstream, while bob's runs.
+        slow = [
+            asyncio.create_task(post_call(http, gw.url, "slow", {"seconds": 3, "tag": f"alice-{n}"}, tok=tokens["alice"]))
+            for n in range(2)
+        ]
+        started = await wait_for(lambda: len(ran(log, "slow")) >= 2, 10)
+        third = await post_call(http, gw.url, "slow", {"seconds": 0, "tag": "alice-third"}, tok=tokens["alice"])
+        message = rpc_message(third)
+        check(
+            "alice's third request in flight: 429 TOO_MANY_REQUESTS, not forwarded",
+            started
+            and third.status_code == 429
+            and message.get("error", {}).get("data", {}).get("toolgate") == "TOO_MANY_REQUESTS"
+            and third.headers.get("retry-after")
+            and not ran(log, "slow", tag="alice-third"),
+            (started, third.status_code, third.text[:300]),
+        )
+        r = await post_call(http, gw.url, "read_note", {"name": "bob-meanwhile"}, tok=tokens["bob"])
+        check("...bob's request meanwhile runs", ran(log, "read_note", name="bob-meanwhile"), (r.status_code, r.text[:300]))
+        await asyncio.gather(*slow)
+        r = await post_call(http, gw.url, "slow", {"seconds": 0, "tag": "alice-later"}, tok=tokens["alice"])
+        check("...and alice's next, once hers are answered", ran(log, "slow", tag="alice-later"), (r.status_code, r.text[:300]))
     gw.stop()
 
 
