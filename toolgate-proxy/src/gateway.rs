@@ -482,6 +482,17 @@ fn internal(message: impl Into<Cow<'static, str>>, reason: &str) -> ErrorData {
     ErrorData::new(ErrorCode::INTERNAL_ERROR, message, Some(json!({ "toolgate": reason })))
 }
 
+/// The gateway's code when `error` says a request got no answer from the
+/// upstream (`upstream_error`'s codes), as one of a fixed set: an audit
+/// line never carries a code the upstream wrote.
+fn unanswered(error: &ErrorData) -> Option<&'static str> {
+    const UNANSWERED: [&str; 4] = ["UPSTREAM_CLOSED", "UPSTREAM_TIMEOUT", "UPSTREAM_ERROR", "CANCELLED"];
+    let said = error.data.as_ref()?.get("toolgate")?.as_str()?;
+    (error.code == ErrorCode::INTERNAL_ERROR)
+        .then(|| UNANSWERED.into_iter().find(|code| *code == said))
+        .flatten()
+}
+
 fn convert<T: serde::Serialize, U: serde::de::DeserializeOwned>(value: &T) -> Result<U, ErrorData> {
     serde_json::to_value(value)
         .and_then(serde_json::from_value)
@@ -1133,12 +1144,12 @@ impl SessionState {
             } else {
                 call.record_would_block(code);
             }
-            return self.relay("tools/call", &params, &ctx).await;
+            return self.send_call(&call, &params, &ctx).await;
         }
         if outcome.forward.is_some() {
             let taken = outcome.decision.json.contains("\"confirmation_received\":true");
             call.record(None, taken.then_some("argument"), None, "forwarded");
-            return self.forward_call(params, outcome, &ctx).await;
+            return self.forward_call(&call, params, outcome, &ctx).await;
         }
         if code != Some(CONFIRMATION_REQUIRED) {
             call.record(code, None, None, "blocked");
@@ -1194,7 +1205,7 @@ impl SessionState {
             return rules.refuse(&call.name, &confirmed);
         }
         call.record(None, Some("elicitation"), None, "forwarded");
-        self.forward_call(params, confirmed, &ctx).await
+        self.forward_call(&call, params, confirmed, &ctx).await
     }
 
     /// A 2026-07-28 retry carrying the person's answer and the sealed state:
@@ -1262,7 +1273,7 @@ impl SessionState {
         let mut params = params;
         params.input_responses = None;
         params.request_state = None;
-        self.forward_call(params, outcome, ctx).await
+        self.forward_call(&call, params, outcome, ctx).await
     }
 
     /// Opens a sealed state and has the engine decide the call by it: the
@@ -1296,6 +1307,7 @@ impl SessionState {
     /// Forwards the call exactly as the engine returned it.
     async fn forward_call(
         &self,
+        call: &Call<'_>,
         mut params: CallToolRequestParams,
         outcome: Outcome,
         ctx: &RequestContext<RoleServer>,
@@ -1308,7 +1320,27 @@ impl SessionState {
             )
         })?;
         params.arguments = Some(arguments);
-        self.relay("tools/call", &params, ctx).await
+        self.send_call(call, &params, ctx).await
+    }
+
+    /// Sends an allowed call upstream. Its `forwarded` line was written
+    /// before (so a crash mid-call still leaves it); a call that got no
+    /// answer from the upstream adds a line `upstream_failed` with the
+    /// gateway's code, so the log tells which forwarded calls may not have
+    /// run (`UPSTREAM_TIMEOUT`, `UPSTREAM_CLOSED`: unknown; the others: not).
+    async fn send_call(
+        &self,
+        call: &Call<'_>,
+        params: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let result = self.relay("tools/call", params, ctx).await;
+        if let Err(error) = &result
+            && let Some(code) = unanswered(error)
+        {
+            self.audit(call.line(Some(code), "upstream_failed"));
+        }
+        result
     }
 
     /// A call that needs a person's confirmation from a client that cannot
@@ -1485,7 +1517,7 @@ impl SessionState {
             return rules.refuse(&call.name, &confirmed);
         }
         call.record_approval(None, "consumed", id, digest, "forwarded");
-        self.forward_call(params, confirmed, ctx).await
+        self.forward_call(call, params, confirmed, ctx).await
     }
 
     /// Asks the person (form elicitation). `Ok(true)` only on accept.

@@ -1347,7 +1347,12 @@ async def upstream_restart():
         del os.environ["UPSTREAM_JSON_RESPONSE"]
     url = f"https://127.0.0.1:{port}/mcp"
     mport = free_port()
-    gw = Gateway("restart", "--upstream", url, "--upstream-ca", ca_pem, "--metrics", f"127.0.0.1:{mport}")
+    audit = TMP / "restart-audit.jsonl"
+    gw = Gateway(
+        "restart",
+        *("--upstream", url, "--upstream-ca", ca_pem, "--metrics", f"127.0.0.1:{mport}"),
+        *("--audit", audit, "--audit-args"),
+    )
     async with http_client() as http, mcp_client(gw.url, mode="legacy") as legacy:
         r = await post_call(http, gw.url, "read_note", {"name": "before"})
         check("before the restart: a 2026-07-28 read runs", ran(log, "read_note", name="before"), r.text[:300])
@@ -1429,6 +1434,16 @@ async def upstream_restart():
             "after the restart: the raw session's next request fails (UPSTREAM_CLOSED)",
             "UPSTREAM_CLOSED" in first.text and not ran(log, "read_note", name="after-raw-1"),
             (first.status_code, first.text[:300]),
+        )
+        lines = [
+            (e.get("outcome"), e.get("code"))
+            for e in audit_lines(audit)
+            if (e.get("arguments") or {}).get("name") == "after-raw-1"
+        ]
+        check(
+            "...its audit says forwarded, then upstream_failed with the code",
+            lines == [("forwarded", None), ("upstream_failed", "UPSTREAM_CLOSED")],
+            lines,
         )
         check(
             "...and the one after is told the session is gone (404), not UPSTREAM_CLOSED again",
