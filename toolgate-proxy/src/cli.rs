@@ -151,8 +151,8 @@ pub struct ProxyArgs {
     /// `:*` for any) whose pages may call `/mcp`, beside this machine's own
     /// (`http://localhost:*`, `http://127.0.0.1:*`) and `--resource`'s. A
     /// request with any other `Origin` header is refused (403); a client
-    /// that sends none (not a browser) is not affected. No CORS preflight is
-    /// answered, so a page's `fetch` that needs one is refused.
+    /// that sends none (not a browser) is not affected. These pages may read
+    /// the answers (CORS, preflights answered).
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
     pub allow_origins: Vec<String>,
     /// `--listen`: how many handshake-era sessions may be open at once in
@@ -928,6 +928,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         in_flight_per_caller,
         ..
     } = served;
+    let readable_by = origins.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let busy: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let stop = tokio_util::sync::CancellationToken::new();
@@ -975,6 +976,9 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
             .with_state(auth);
         router = router.merge(metadata);
     }
+    // Outermost on `/mcp` and the metadata: a preflight is answered before
+    // `--auth` (browsers send it without the token). Not on the pages.
+    router = router.layer(crate::cors::layer(&readable_by));
     router = router.merge(crate::metrics::health_router(metrics));
     // After the gate's layer: the pages' form POSTs are not JSON-RPC.
     if let Some(pages) = pages {

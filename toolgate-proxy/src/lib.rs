@@ -16,6 +16,7 @@ pub mod catalog;
 mod cli;
 pub mod codes;
 pub mod confirm;
+mod cors;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;

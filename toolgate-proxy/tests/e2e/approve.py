@@ -70,9 +70,12 @@ def token_of(html):
 
 
 class Browser:
+    def __init__(self, *args):
+        self.args = ["--no-sandbox", *args]
+
     async def __aenter__(self):
         self.pw = await async_playwright().start()
-        self.browser = await self.pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        self.browser = await self.pw.chromium.launch(executable_path=CHROMIUM, args=self.args)
         return self
 
     async def __aexit__(self, *exc):
@@ -344,6 +347,8 @@ async def main():
                     proc.kill()
             redis.terminate()
 
+    await browser_pages(root)
+
     # 5. The audit lines: every event, the digest, no argument values.
     lines = [json.loads(x) for x in audit.read_text().splitlines()]
     events = {x.get("event") for x in lines if x.get("confirmation") == "approval"}
@@ -362,6 +367,85 @@ async def main():
 
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
+
+
+FETCH = """async ([url, body, session]) => {
+    const headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"};
+    if (session) { headers["mcp-session-id"] = session; headers["mcp-protocol-version"] = "2025-06-18"; }
+    try {
+        const r = await fetch(url, {method: "POST", headers, body: JSON.stringify(body)});
+        return {status: r.status, session: r.headers.get("mcp-session-id"), text: await r.text()};
+    } catch (e) {
+        return {error: String(e)};
+    }
+}"""
+
+
+async def browser_pages(root):
+    """6. A web page calls the gateway from Chromium: a page of an
+    --allow-origin origin gets its preflight answered and reads the answers
+    (the session id too); a foreign page's request is stopped by the browser
+    at the preflight. The pages are served on a loopback port under names
+    Chromium resolves to it (so no Private Network Access rule is involved)."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<!doctype html><title>page</title>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    pages = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=pages.serve_forever, daemon=True).start()
+    page_port = pages.server_address[1]
+    port = free_port()
+    gateway = subprocess.Popen(
+        [PROXY, "--listen", f"127.0.0.1:{port}", "--allow-origin", "http://app.example.test:*",
+         "--", NODE, SERVER, str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "page", "version": "0"}},
+    }
+    try:
+        wait_port(port)
+        async with Browser("--host-resolver-rules=MAP *.example.test 127.0.0.1") as browser:
+            page = await browser.browser.new_page()
+            await page.goto(f"http://app.example.test:{page_port}/")
+            opened = await page.evaluate(FETCH, [url, initialize, None])
+            check(
+                "browser: an --allow-origin page's initialize is answered and it reads the session id",
+                opened.get("status") == 200 and opened.get("session") and "serverInfo" in opened.get("text", ""),
+                opened,
+            )
+            listing = await page.evaluate(
+                FETCH, [url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, opened.get("session")]
+            )
+            check(
+                "browser: ...and, after a preflight for its MCP headers, reads the tool list",
+                listing.get("status") == 200 and "read_text_file" in listing.get("text", ""),
+                listing,
+            )
+            foreign = await browser.browser.new_page()
+            await foreign.goto(f"http://evil.example.test:{page_port}/")
+            refused = await foreign.evaluate(FETCH, [url, initialize, None])
+            check("browser: a foreign page's request is stopped (CORS)", "error" in refused, refused)
+    finally:
+        gateway.terminate()
+        gateway.wait(10)
+        pages.shutdown()
 
 
 if __name__ == "__main__":

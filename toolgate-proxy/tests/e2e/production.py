@@ -2447,7 +2447,84 @@ async def origins():
     check("a page of this machine: 200", answers["this machine"] == 200, answers)
     check("a foreign page: 403", answers["foreign"] == 403, answers)
     check("...and its call reached nothing", not ran(log, "read_note", name="origin-foreign"))
+    await cors(gw, log)
     gw.stop()
+    # With --auth the preflight is answered before the token is asked for
+    # (browsers send none with it); the call itself still needs one.
+    authed = Gateway(
+        "origin-auth",
+        *auth_flags(TMP / "jwks.json"),
+        "--allow-origin",
+        "https://app.example.com",
+        upstream_args=upstream_cmd(log, TMP / "notes-origin"),
+    )
+    async with http_client() as http:
+        r = await http.options(authed.url, headers=preflight("https://app.example.com"))
+        check(
+            "with --auth: a preflight without a token is answered",
+            r.status_code == 200 and r.headers.get("access-control-allow-origin") == "https://app.example.com",
+            (r.status_code, dict(r.headers)),
+        )
+        body, headers = raw_call("read_note", {"name": "origin-no-token"})
+        r = await http.post(authed.url, json=body, headers={**headers, "Origin": "https://app.example.com"})
+        check(
+            "...the call without a token: 401, readable by the page",
+            r.status_code == 401 and r.headers.get("access-control-allow-origin") == "https://app.example.com",
+            (r.status_code, dict(r.headers)),
+        )
+    authed.stop()
+
+
+def preflight(origin):
+    return {
+        "Origin": origin,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,authorization,mcp-protocol-version,mcp-method,mcp-name",
+    }
+
+
+async def cors(gw, log):
+    """A page the gateway answers may read the answers, and gets its
+    preflight; any other gets no CORS headers (its browser neither reads nor
+    sends)."""
+    async with http_client() as http:
+        r = await http.options(gw.url, headers=preflight("https://app.example.com"))
+        allowed_headers = r.headers.get("access-control-allow-headers", "").lower()
+        check(
+            "CORS: an --allow-origin page's preflight is answered for POST with MCP's headers",
+            r.status_code == 200
+            and r.headers.get("access-control-allow-origin") == "https://app.example.com"
+            and "POST" in r.headers.get("access-control-allow-methods", "")
+            and all(h in allowed_headers for h in ("content-type", "authorization", "mcp-method")),
+            (r.status_code, dict(r.headers)),
+        )
+        r = await http.options(gw.url, headers=preflight("https://evil.example"))
+        check(
+            "CORS: a foreign page's preflight gets no CORS headers",
+            "access-control-allow-origin" not in r.headers,
+            (r.status_code, dict(r.headers)),
+        )
+        r = await http.post(
+            gw.url, json=legacy_initialize("cors"), headers={**BASE_HEADERS, "Origin": "https://app.example.com"}
+        )
+        exposed = r.headers.get("access-control-expose-headers", "").lower()
+        check(
+            "CORS: an --allow-origin page may read the answer and its session id",
+            r.status_code == 200
+            and r.headers.get("access-control-allow-origin") == "https://app.example.com"
+            and "mcp-session-id" in exposed
+            and r.headers.get("mcp-session-id"),
+            (r.status_code, dict(r.headers)),
+        )
+        body, headers = raw_call("read_note", {"name": "origin-foreign-cors"})
+        r = await http.post(gw.url, json=body, headers={**headers, "Origin": "https://evil.example"})
+        check(
+            "CORS: a foreign page's request: 403 with no CORS headers, and nothing ran",
+            r.status_code == 403
+            and "access-control-allow-origin" not in r.headers
+            and not ran(log, "read_note", name="origin-foreign-cors"),
+            (r.status_code, dict(r.headers)),
+        )
 
 
 async def closed_by_peer(reader, within):

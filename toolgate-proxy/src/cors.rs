@@ -1,0 +1,127 @@
+//! CORS on `--listen`'s `/mcp` and protected-resource metadata: a page of an
+//! origin the gateway answers (`--allow-origin`, `--resource`'s, this
+//! machine's) may read the answers, and its requests that need a preflight
+//! (`Content-Type: application/json`, `Authorization`, the MCP headers) get
+//! one. The preflight is answered before `--auth`, as browsers send it
+//! without credentials; it runs nothing.
+//!
+//! This layer only says which origins may read. Which may call is decided by
+//! the session layer's own `Origin` check (MCP's transport requires it), on
+//! the same list: an origin this matcher took that the check refuses still
+//! gets `403`, and one it did not take gets no CORS headers, so a browser
+//! neither reads nor sends (both fail closed). The approval pages are left
+//! out: a page of another origin must never read a person's approval form.
+
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use std::time::Duration;
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
+
+/// How long a browser may keep a preflight's answer.
+const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(600);
+
+/// The layer for `allowed` (entries as `--allow-origin` takes them:
+/// `https://app.example.com`, `http://localhost:*` for any port).
+pub fn layer(allowed: &[String]) -> CorsLayer {
+    let allowed: Vec<AllowedOrigin> = allowed.iter().filter_map(|entry| AllowedOrigin::parse(entry)).collect();
+    let origin = AllowOrigin::predicate(move |origin: &HeaderValue, _| {
+        let origin = origin.to_str().ok().and_then(Origin::parse);
+        origin.is_some_and(|origin| allowed.iter().any(|a| a.admits(&origin)))
+    });
+    CorsLayer::new()
+        .allow_origin(origin)
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        // MCP's own headers include per-tool ones (`Mcp-Param-…`): an origin
+        // taken may send what it asks for.
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers([
+            HeaderName::from_static("mcp-session-id"),
+            HeaderName::from_static("mcp-protocol-version"),
+            header::WWW_AUTHENTICATE,
+            header::RETRY_AFTER,
+        ])
+        .max_age(PREFLIGHT_MAX_AGE)
+}
+
+/// A serialized origin: scheme, host and port (the scheme's default when
+/// none is written).
+#[derive(Debug, PartialEq, Eq)]
+struct Origin {
+    scheme: String,
+    host: String,
+    port: Option<u16>,
+}
+
+impl Origin {
+    fn parse(text: &str) -> Option<Origin> {
+        let url = reqwest::Url::parse(text).ok()?;
+        // An origin is only scheme, host and port: anything else written is
+        // not one (and an opaque origin, "null", has no host).
+        let bare = url.path() == "/" && url.query().is_none() && url.fragment().is_none() && url.username().is_empty();
+        let origin = url.origin();
+        if !bare || !origin.is_tuple() {
+            return None;
+        }
+        Some(Origin {
+            scheme: url.scheme().to_owned(),
+            host: url.host_str()?.to_ascii_lowercase(),
+            port: url.port_or_known_default(),
+        })
+    }
+}
+
+/// One entry of the list: an origin, or one with any port (`:*`).
+#[derive(Debug)]
+struct AllowedOrigin {
+    origin: Origin,
+    any_port: bool,
+}
+
+impl AllowedOrigin {
+    fn parse(entry: &str) -> Option<AllowedOrigin> {
+        let entry = entry.trim();
+        match entry.strip_suffix(":*") {
+            Some(base) => Some(AllowedOrigin {
+                origin: Origin::parse(base)?,
+                any_port: true,
+            }),
+            None => Some(AllowedOrigin {
+                origin: Origin::parse(entry)?,
+                any_port: false,
+            }),
+        }
+    }
+
+    fn admits(&self, origin: &Origin) -> bool {
+        self.origin.scheme == origin.scheme
+            && self.origin.host == origin.host
+            && (self.any_port || self.origin.port == origin.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admitted(list: &[&str], origin: &str) -> bool {
+        let list: Vec<AllowedOrigin> = list.iter().filter_map(|e| AllowedOrigin::parse(e)).collect();
+        Origin::parse(origin).is_some_and(|o| list.iter().any(|a| a.admits(&o)))
+    }
+
+    #[test]
+    fn an_origin_is_admitted_by_scheme_host_and_port() {
+        let list = ["https://app.example.com", "http://localhost:*"];
+        assert!(admitted(&list, "https://app.example.com"));
+        assert!(admitted(&list, "https://app.example.com:443"));
+        assert!(admitted(&list, "https://APP.example.com"));
+        assert!(!admitted(&list, "https://app.example.com:8443"));
+        assert!(!admitted(&list, "http://app.example.com"));
+        assert!(!admitted(&list, "https://app.example.com.evil.example"));
+        assert!(!admitted(&list, "https://evil.example"));
+        assert!(admitted(&list, "http://localhost:5173"));
+        assert!(admitted(&list, "http://localhost"));
+        assert!(!admitted(&list, "https://localhost:5173"));
+        assert!(!admitted(&list, "null"));
+        assert!(!admitted(&list, "https://app.example.com/path"));
+        assert!(!admitted(&["null"], "null"));
+    }
+}
