@@ -35,14 +35,6 @@ PROXY, NODE, SERVER, REDIS, ARTIFACTS = sys.argv[1:6]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 
-
-
-
-
-
-
-
-
 def link_of(result):
     """The approval link in the blocked result's second text block."""
     if len(result.content) < 2:
@@ -126,8 +118,15 @@ async def main():
                 args = {"path": str(target), "content": "exact\u202econtent\n"}
                 r = await s.call_tool("write_file", args)
                 url = link_of(r)
-                check("unconfirmed write: CONFIRMATION_REQUIRED with a link", blocked_code(r) == "CONFIRMATION_REQUIRED" and url, r)
-                check("...the engine's decision JSON kept as the first block", "CONFIRMATION_REQUIRED" in r.content[0].text)
+                check(
+                    "unconfirmed write: CONFIRMATION_REQUIRED with a link",
+                    blocked_code(r) == "CONFIRMATION_REQUIRED" and url,
+                    r,
+                )
+                check(
+                    "...the engine's decision JSON kept as the first block",
+                    "CONFIRMATION_REQUIRED" in r.content[0].text,
+                )
                 if r.structuredContent is not None:
                     check(
                         "...structuredContent.approval carries the url and expiry",
@@ -163,7 +162,11 @@ async def main():
                 check("...the file has exactly the content", target.exists() and target.read_text() == args["content"])
                 target.unlink(missing_ok=True)
                 r = await s.call_tool("write_file", args)
-                check("second retry: CONFIRMATION_REQUIRED with a new link", blocked_code(r) == "CONFIRMATION_REQUIRED" and link_of(r) not in (None, url), r)
+                check(
+                    "second retry: CONFIRMATION_REQUIRED with a new link",
+                    blocked_code(r) == "CONFIRMATION_REQUIRED" and link_of(r) not in (None, url),
+                    r,
+                )
                 check("...nothing written", not target.exists())
                 status, _, _ = http("GET", url)
                 check("the used link no longer shows a page", status in (404, 410), status)
@@ -177,7 +180,9 @@ async def main():
                 check("retry with other content: blocked", blocked_code(r) == "CONFIRMATION_REQUIRED", r)
                 check("...nothing written", not other.exists())
                 r = await s.call_tool("write_file", wanted)
-                check("...while the approved call still runs once", not r.isError and other.read_text() == "wanted\n", r)
+                check(
+                    "...while the approved call still runs once", not r.isError and other.read_text() == "wanted\n", r
+                )
 
                 # Deny.
                 denied = root / "denied.txt"
@@ -187,7 +192,11 @@ async def main():
                 _, _, _, done = await browser.answer(durl, "deny")
                 check("deny answered", "Denied" in done, done)
                 r = await s.call_tool("write_file", dargs)
-                check("retry after deny: blocked with a new link", blocked_code(r) == "CONFIRMATION_REQUIRED" and link_of(r) != durl, r)
+                check(
+                    "retry after deny: blocked with a new link",
+                    blocked_code(r) == "CONFIRMATION_REQUIRED" and link_of(r) != durl,
+                    r,
+                )
                 check("...nothing written", not denied.exists())
 
                 # The person's last word stands: approved on one link, then
@@ -196,12 +205,20 @@ async def main():
                 cargs = {"path": str(changed), "content": "changed\n"}
                 first = link_of(await s.call_tool("write_file", cargs))
                 second = link_of(await s.call_tool("write_file", cargs))
-                check("two links for one call while none is answered", first and second and first != second, (first, second))
+                check(
+                    "two links for one call while none is answered",
+                    first and second and first != second,
+                    (first, second),
+                )
                 await browser.answer(first, "approve")
                 _, _, _, done = await browser.answer(second, "deny")
                 check("...deny on the second after approving the first answered", "Denied" in done, done)
                 r = await s.call_tool("write_file", cargs)
-                check("...the retry is blocked: the deny took the approval back", blocked_code(r) == "CONFIRMATION_REQUIRED", r)
+                check(
+                    "...the retry is blocked: the deny took the approval back",
+                    blocked_code(r) == "CONFIRMATION_REQUIRED",
+                    r,
+                )
                 check("...nothing written", not changed.exists())
 
                 # Forged POSTs.
@@ -224,7 +241,11 @@ async def main():
                     status, _, _ = http("POST", furl, data, extra)
                     check(f"forged POST ({label}): refused", status == 403, status)
                 r = await s.call_tool("write_file", fargs)
-                check("...after the forged POSTs the call is still not approved", blocked_code(r) == "CONFIRMATION_REQUIRED", r)
+                check(
+                    "...after the forged POSTs the call is still not approved",
+                    blocked_code(r) == "CONFIRMATION_REQUIRED",
+                    r,
+                )
                 check("...nothing written", not forged.exists())
                 status, _, html = http("GET", furl)
                 token = token_of(html)
@@ -236,12 +257,20 @@ async def main():
                 status, _, _ = http("POST", furl, {"action": "approve", "token": token})
                 check("a replayed POST: refused", status in (404, 410), status)
                 r = await s.call_tool("write_file", fargs)
-                check("...and the call does not run again", blocked_code(r) == "CONFIRMATION_REQUIRED" and not forged.exists(), r)
+                check(
+                    "...and the call does not run again",
+                    blocked_code(r) == "CONFIRMATION_REQUIRED" and not forged.exists(),
+                    r,
+                )
 
                 # The model's own confirmed: true.
                 mine = root / "mine.txt"
                 r = await s.call_tool("write_file", {"path": str(mine), "content": "m\n", "confirmed": True})
-                check("the model's confirmed: true: blocked with a link", blocked_code(r) == "CONFIRMATION_REQUIRED" and link_of(r), r)
+                check(
+                    "the model's confirmed: true: blocked with a link",
+                    blocked_code(r) == "CONFIRMATION_REQUIRED" and link_of(r),
+                    r,
+                )
                 check("...nothing written", not mine.exists())
 
         # 2. --trust-model-confirmation: the model's word counts (opt-in).
@@ -250,7 +279,11 @@ async def main():
                 await s.initialize()
                 mine = root / "trusted.txt"
                 r = await s.call_tool("write_file", {"path": str(mine), "content": "t\n", "confirmed": True})
-                check("with --trust-model-confirmation the model's confirmed: true runs", not r.isError and mine.exists(), r)
+                check(
+                    "with --trust-model-confirmation the model's confirmed: true runs",
+                    not r.isError and mine.exists(),
+                    r,
+                )
 
         # 3. Expiry.
         async with await stdio_session(root, audit, "--confirm-ttl", "1") as (read, write):
@@ -309,8 +342,19 @@ async def main():
             for name in ("a", "b"):
                 port = free_port()
                 proc = subprocess.Popen(
-                    [PROXY, "--listen", f"127.0.0.1:{port}", "--audit", str(audit), "--store", f"redis://127.0.0.1:{redis_port}",
-                     "--", NODE, SERVER, str(root)],
+                    [
+                        PROXY,
+                        "--listen",
+                        f"127.0.0.1:{port}",
+                        "--audit",
+                        str(audit),
+                        "--store",
+                        f"redis://127.0.0.1:{redis_port}",
+                        "--",
+                        NODE,
+                        SERVER,
+                        str(root),
+                    ],
                     stdout=subprocess.DEVNULL,
                     stderr=open(tmp / f"{name}.log", "w"),
                 )
@@ -407,8 +451,17 @@ async def browser_pages(root):
     page_port = pages.server_address[1]
     port = free_port()
     gateway = subprocess.Popen(
-        [PROXY, "--listen", f"127.0.0.1:{port}", "--allow-origin", "http://app.example.test:*",
-         "--", NODE, SERVER, str(root)],
+        [
+            PROXY,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--allow-origin",
+            "http://app.example.test:*",
+            "--",
+            NODE,
+            SERVER,
+            str(root),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

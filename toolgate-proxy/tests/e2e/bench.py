@@ -44,7 +44,9 @@ async def main():
     d = await measure(direct, path)
     p = await measure(proxied, path)
     for name, t in (("direct", d), ("proxy", p)):
-        print(f"{name:6} median {statistics.median(t) * 1e3:.3f} ms  mean {statistics.mean(t) * 1e3:.3f} ms  (n={len(t)})")
+        print(
+            f"{name:6} median {statistics.median(t) * 1e3:.3f} ms  mean {statistics.mean(t) * 1e3:.3f} ms  (n={len(t)})"
+        )
     print(f"added per tools/call: median {(statistics.median(p) - statistics.median(d)) * 1e3:.3f} ms")
 
 

@@ -42,9 +42,7 @@ def check(name, ok, detail=""):
 
 
 def proxy_params(root, *flags):
-    return StdioServerParameters(
-        command=PROXY, args=[*flags, "--", NODE, SERVER, str(root)], env=dict(os.environ)
-    )
+    return StdioServerParameters(command=PROXY, args=[*flags, "--", NODE, SERVER, str(root)], env=dict(os.environ))
 
 
 def direct_params(root):
@@ -125,10 +123,14 @@ async def main():
     # 0. `toolgate proxy -- SERVER_CMD` through the CLI, no option before `--`:
     # the gateway is linked into the CLI and gets the `--` as written.
     cli = StdioServerParameters(
-        command=str(Path(PROXY).with_name("toolgate")), args=["proxy", "--", NODE, SERVER, str(root)], env=dict(os.environ)
+        command=str(Path(PROXY).with_name("toolgate")),
+        args=["proxy", "--", NODE, SERVER, str(root)],
+        env=dict(os.environ),
     )
     via_cli = await with_session(cli, lambda s: s.list_tools())
-    check("`toolgate proxy -- node server.js DIR` serves the tools", "read_text_file" in [t.name for t in via_cli.tools])
+    check(
+        "`toolgate proxy -- node server.js DIR` serves the tools", "read_text_file" in [t.name for t in via_cli.tools]
+    )
 
     # 0b. `toolgate check` against the live server: every page of its
     # catalog, the policy's stray entry named with its position; the
@@ -195,7 +197,11 @@ async def main():
     code = blocked_code(r)
     check("write_file without confirmation is a blocked tool result", r.isError and code == "CONFIRMATION_REQUIRED", r)
     text = r.content[0].text if r.content else ""
-    check("blocked text says what to do", "confirmation" in text and "repeat the same call" in text and "CONFIRMATION_REQUIRED" in text, text)
+    check(
+        "blocked text says what to do",
+        "confirmation" in text and "repeat the same call" in text and "CONFIRMATION_REQUIRED" in text,
+        text,
+    )
     check("blocked write left no file", not target.exists())
 
     # 3. The model's own confirmed: true (a client that cannot elicit): not
@@ -213,7 +219,10 @@ async def main():
     lines = [json.loads(x) for x in audit.read_text().splitlines()]
     check(
         "the audit line says the model's word was taken",
-        any(x.get("tool") == "write_file" and x.get("outcome") == "forwarded" and x.get("confirmation") == "argument" for x in lines),
+        any(
+            x.get("tool") == "write_file" and x.get("outcome") == "forwarded" and x.get("confirmation") == "argument"
+            for x in lines
+        ),
         lines[-3:],
     )
 
@@ -344,7 +353,7 @@ async def main():
         outcome = "initialized"
     except McpError as e:
         outcome = e.error.message
-    except Exception as e:  # noqa: BLE001 - the client may surface a closed stream instead
+    except Exception as e:
         outcome = repr(e)
     check(
         "garbage from the server: clear error, no hang",

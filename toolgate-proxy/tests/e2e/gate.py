@@ -122,7 +122,14 @@ def bad_calls(root):
         ("duplicate arguments", raw_call(104, '{"name":"write_file","arguments":{},"arguments":%s}' % a)),
         ("non-string name", raw_call(105, '{"name":["write_file"],"arguments":%s}' % a)),
         ("duplicate _meta", raw_call(106, '{"name":"write_file","arguments":%s,"_meta":{},"_meta":{}}' % a)),
-        ("duplicate key inside arguments", raw_call(107, '{"name":"write_file","arguments":{"path":"%s","path":"%s","content":"x","confirmed":true}}' % (root / "nope.txt", p))),
+        (
+            "duplicate key inside arguments",
+            raw_call(
+                107,
+                '{"name":"write_file","arguments":{"path":"%s","path":"%s","content":"x","confirmed":true}}'
+                % (root / "nope.txt", p),
+            ),
+        ),
     ], p
 
 
@@ -130,9 +137,22 @@ def unparseable(root):
     p = root / "unparseable.txt"
     deep = "[" * 200 + "1" + "]" * 200
     return [
-        ("nesting over 128", raw_call(201, '{"name":"write_file","arguments":{"path":"%s","content":"x","n":%s}}' % (p, deep)), -32700),
-        ("invalid UTF-8", raw_call(202, '{"name":"write_file","arguments":{"path":"%s","content":"x' % p).replace(b'"x', b'"\xff\xfe') + b'"}}', -32700),
-        ("a 20 MB line", raw_call(203, '{"name":"write_file","arguments":{"path":"%s","content":"%s"}}' % (p, "x" * (20 << 20))), -32600),
+        (
+            "nesting over 128",
+            raw_call(201, '{"name":"write_file","arguments":{"path":"%s","content":"x","n":%s}}' % (p, deep)),
+            -32700,
+        ),
+        (
+            "invalid UTF-8",
+            raw_call(202, '{"name":"write_file","arguments":{"path":"%s","content":"x' % p).replace(b'"x', b'"\xff\xfe')
+            + b'"}}',
+            -32700,
+        ),
+        (
+            "a 20 MB line",
+            raw_call(203, '{"name":"write_file","arguments":{"path":"%s","content":"%s"}}' % (p, "x" * (20 << 20))),
+            -32600,
+        ),
         ("trailing garbage", raw_call(204, '{"name":"read_text_file","arguments":{"path":"%s"}}' % p) + b" }", -32700),
         ("id of the wrong type", b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', -32600),
     ], p
@@ -164,16 +184,36 @@ async def stdio_checks(root, audit):
                     m,
                 )
             for method in LOOKALIKES:
-                await s.send_json({"jsonrpc": "2.0", "id": 300, "method": method, "params": {"name": "write_file", "arguments": json.loads(write_args(target))}})
+                await s.send_json(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 300,
+                        "method": method,
+                        "params": {"name": "write_file", "arguments": json.loads(write_args(target))},
+                    }
+                )
                 m = await s.answer(300)
-                check(f"stdio {surface}: look-alike {method!r} is method-not-found", m.get("error", {}).get("code") == -32601, m)
+                check(
+                    f"stdio {surface}: look-alike {method!r} is method-not-found",
+                    m.get("error", {}).get("code") == -32601,
+                    m,
+                )
             # A tools/call sent as a notification: never relayed; the
             # session still answers the next request.
-            await s.send_json({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "write_file", "arguments": json.loads(write_args(target))}})
+            await s.send_json(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "tools/call",
+                    "params": {"name": "write_file", "arguments": json.loads(write_args(target))},
+                }
+            )
             await s.send_json({"jsonrpc": "2.0", "id": 400, "method": "ping"})
             m = await s.answer(400)
             check(f"stdio {surface}: tools/call as a notification is dropped, the session goes on", "result" in m, m)
-            check(f"stdio {surface}: nothing written by any refused message", not target.exists() and not (root / "unparseable.txt").exists())
+            check(
+                f"stdio {surface}: nothing written by any refused message",
+                not target.exists() and not (root / "unparseable.txt").exists(),
+            )
         finally:
             await s.close()
 
@@ -238,7 +278,17 @@ def sse_messages(data: bytes):
 async def http_checks(root, audit):
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        PROXY, "--listen", f"127.0.0.1:{port}", "--surface", "direct", "--audit", str(audit), "--", NODE, SERVER, str(root),
+        PROXY,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--surface",
+        "direct",
+        "--audit",
+        str(audit),
+        "--",
+        NODE,
+        SERVER,
+        str(root),
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
@@ -251,39 +301,92 @@ async def http_checks(root, audit):
         for name, line in cases:
             status, _, data = await asyncio.to_thread(post, port, line, session)
             m = json.loads(data)
-            check(f"http: {name}: refused with its id", m.get("error", {}).get("code") in (-32602, -32600) and m.get("id") is not None, (status, data[:200]))
+            check(
+                f"http: {name}: refused with its id",
+                m.get("error", {}).get("code") in (-32602, -32600) and m.get("id") is not None,
+                (status, data[:200]),
+            )
         for name, line, want in unparseable(root)[0]:
             status, _, data = await asyncio.to_thread(post, port, line, session)
             m = json.loads(data)
-            check(f"http: {name}: answered {want}", status == 400 and m.get("error", {}).get("code") == want, (status, data[:200]))
+            check(
+                f"http: {name}: answered {want}",
+                status == 400 and m.get("error", {}).get("code") == want,
+                (status, data[:200]),
+            )
         for method in LOOKALIKES:
-            body = json.dumps({"jsonrpc": "2.0", "id": 300, "method": method, "params": {"name": "write_file", "arguments": json.loads(write_args(target))}}).encode()
+            body = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 300,
+                    "method": method,
+                    "params": {"name": "write_file", "arguments": json.loads(write_args(target))},
+                }
+            ).encode()
             status, _, data = await asyncio.to_thread(post, port, body, session)
             m = json.loads(data)
-            check(f"http: look-alike {method!r} is method-not-found", m.get("error", {}).get("code") == -32601 and m.get("id") == 300, data[:200])
-        body = json.dumps({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "write_file", "arguments": json.loads(write_args(target))}}).encode()
+            check(
+                f"http: look-alike {method!r} is method-not-found",
+                m.get("error", {}).get("code") == -32601 and m.get("id") == 300,
+                data[:200],
+            )
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "tools/call",
+                "params": {"name": "write_file", "arguments": json.loads(write_args(target))},
+            }
+        ).encode()
         status, _, _ = await asyncio.to_thread(post, port, body, session)
         check("http: tools/call as a notification is accepted and dropped", status == 202, status)
         # A hidden write tool, called properly: answered like an unknown tool.
-        status, _, data = await asyncio.to_thread(post, port, json.dumps(call(600, "write_file", json.loads(write_args(target)))).encode(), session)
+        status, _, data = await asyncio.to_thread(
+            post, port, json.dumps(call(600, "write_file", json.loads(write_args(target)))).encode(), session
+        )
         msgs = sse_messages(data) if not data.startswith(b"{") else [json.loads(data)]
-        check("http: the hidden write tool, called properly, is not run", status == 200 and msgs and not target.exists(), data[:300])
-        check("http: nothing written by any refused message", not target.exists() and not (root / "unparseable.txt").exists())
+        check(
+            "http: the hidden write tool, called properly, is not run",
+            status == 200 and msgs and not target.exists(),
+            data[:300],
+        )
+        check(
+            "http: nothing written by any refused message",
+            not target.exists() and not (root / "unparseable.txt").exists(),
+        )
         # Two requests with one id in one session: the second is refused
         # while the first is in flight; the id is free again afterwards.
         fifo = root / "http-wait.fifo"
         os.mkfifo(fifo)
-        first = asyncio.create_task(asyncio.to_thread(post, port, json.dumps(call(700, "read_text_file", {"path": str(fifo)})).encode(), session))
+        first = asyncio.create_task(
+            asyncio.to_thread(
+                post, port, json.dumps(call(700, "read_text_file", {"path": str(fifo)})).encode(), session
+            )
+        )
         await asyncio.sleep(1.0)
-        status, _, data = await asyncio.to_thread(post, port, json.dumps(call(700, "read_text_file", {"path": str(root / "x")})).encode(), session)
+        status, _, data = await asyncio.to_thread(
+            post, port, json.dumps(call(700, "read_text_file", {"path": str(root / "x")})).encode(), session
+        )
         m = json.loads(data) if data.startswith(b"{") else {}
-        check("http: a second request with an id in flight is refused", status == 400 and m.get("error", {}).get("code") == -32600 and m.get("id") == 700, (status, data[:200]))
+        check(
+            "http: a second request with an id in flight is refused",
+            status == 400 and m.get("error", {}).get("code") == -32600 and m.get("id") == 700,
+            (status, data[:200]),
+        )
         fd = os.open(fifo, os.O_WRONLY)
         os.write(fd, b"released\n")
         os.close(fd)
         status, _, data = await first
-        check("http: ...and the first still gets its own answer", status == 200 and b"released" in data, (status, data[:300]))
-        status, _, data = await asyncio.to_thread(post, port, json.dumps(call(700, "read_text_file", {"path": str(fifo.with_name("none.txt"))})).encode(), session)
+        check(
+            "http: ...and the first still gets its own answer",
+            status == 200 and b"released" in data,
+            (status, data[:300]),
+        )
+        status, _, data = await asyncio.to_thread(
+            post,
+            port,
+            json.dumps(call(700, "read_text_file", {"path": str(fifo.with_name("none.txt"))})).encode(),
+            session,
+        )
         check("http: the id is free once the first was answered", status == 200, (status, data[:200]))
     finally:
         proc.terminate()
@@ -296,7 +399,10 @@ def audit_invariant(audit):
         return True, []
     lines = [json.loads(x) for x in audit.read_text().splitlines()]
     bad = [r for r in lines if r.get("outcome") == "forwarded" and r.get("code") is not None]
-    return not bad and not any(r.get("outcome") == "forwarded" and r.get("tool") == "write_file" and r.get("confirmation") is None for r in lines), bad
+    return not bad and not any(
+        r.get("outcome") == "forwarded" and r.get("tool") == "write_file" and r.get("confirmation") is None
+        for r in lines
+    ), bad
 
 
 async def progress_order(runs=20):
@@ -310,10 +416,16 @@ async def progress_order(runs=20):
         for run in range(runs):
             id_ = 1000 + run
             token = f"p{run}"
-            await s.send_json(call(id_, "trigger-long-running-operation", {"duration": 0, "steps": 5}, _meta={"progressToken": token}))
+            await s.send_json(
+                call(id_, "trigger-long-running-operation", {"duration": 0, "steps": 5}, _meta={"progressToken": token})
+            )
             s.seen.clear()
             await s.answer(id_)
-            got = [m["params"]["progress"] for m in s.seen if m.get("method") == "notifications/progress" and m["params"].get("progressToken") == token]
+            got = [
+                m["params"]["progress"]
+                for m in s.seen
+                if m.get("method") == "notifications/progress" and m["params"].get("progressToken") == token
+            ]
             if got != [1, 2, 3, 4, 5]:
                 bad.append((run, got))
     finally:
@@ -330,7 +442,15 @@ async def progress_order_http(runs=20):
     policy.write_text("version: 1\ndefaults:\n  operation_type: read_only\n  require_confirmation: false\n")
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        PROXY, "--policy", str(policy), "--listen", f"127.0.0.1:{port}", "--", NODE, EVERYTHING, "stdio",
+        PROXY,
+        "--policy",
+        str(policy),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--",
+        NODE,
+        EVERYTHING,
+        "stdio",
         stderr=asyncio.subprocess.DEVNULL,
     )
     bad = []

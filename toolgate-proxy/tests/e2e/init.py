@@ -17,9 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from e2e_support import blocked_code, check, failures
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+from e2e_support import blocked_code, check, failures
 
 TOOLGATE, PROXY, NODE, FILESYSTEM, MANY = sys.argv[1:6]
 TMP = Path(tempfile.mkdtemp(prefix="toolgate-init-"))

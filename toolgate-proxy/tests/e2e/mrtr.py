@@ -27,14 +27,6 @@ SECRET = "a-shared-state-secret-for-the-replicas-0123456789"
 OTHER_SECRET = "another-deployment-state-secret-abcdefghijklmnop"
 
 
-
-
-
-
-
-
-
-
 class Replica:
     def __init__(self, name, root, audit, *flags, secret=SECRET, store=None):
         self.port = free_port()
@@ -44,7 +36,9 @@ class Replica:
         if store:
             args += ["--store", store]
         args += ["--", NODE, SERVER, str(root)]
-        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=open(root.parent / f"{name}.log", "w"))
+        self.proc = subprocess.Popen(
+            args, env=env, stdout=subprocess.DEVNULL, stderr=open(root.parent / f"{name}.log", "w")
+        )
         wait_port(self.port)
 
     def stop(self):
@@ -104,29 +98,49 @@ async def main():
         # 1. A 2026-07-28 client: tools listed, a write confirmed by the person.
         async with Client(a.url, mode="2026-07-28", elicitation_callback=accept) as c:
             names = [t.name for t in (await c.list_tools()).tools]
-            check("2026-07-28: tools/list through the gateway", "write_file" in names and "read_text_file" in names, names)
+            check(
+                "2026-07-28: tools/list through the gateway", "write_file" in names and "read_text_file" in names, names
+            )
             target = root / "accepted.txt"
             r = await c.call_tool("write_file", {"path": str(target), "content": "exact\u202econtent\n"})
             check("2026-07-28: accept -> the write ran", not r.is_error, r)
-            check("...and the file has exactly the content", target.exists() and target.read_text() == "exact\u202econtent\n")
+            check(
+                "...and the file has exactly the content",
+                target.exists() and target.read_text() == "exact\u202econtent\n",
+            )
             check(
                 "...the person was shown the tool and the exact arguments, U+202E escaped",
-                bool(accept.asked) and "write_file" in accept.asked[-1] and "\\u{202E}" in accept.asked[-1] and "\u202e" not in accept.asked[-1],
+                bool(accept.asked)
+                and "write_file" in accept.asked[-1]
+                and "\\u{202E}" in accept.asked[-1]
+                and "\u202e" not in accept.asked[-1],
                 accept.asked,
             )
         async with Client(a.url, mode="2026-07-28", elicitation_callback=decline) as c:
             target = root / "declined.txt"
             r = await c.call_tool("write_file", {"path": str(target), "content": "no\n"})
-            check("2026-07-28: decline -> CONFIRMATION_REQUIRED, nothing run", blocked_code(r) == "CONFIRMATION_REQUIRED" and decline.asked, r)
+            check(
+                "2026-07-28: decline -> CONFIRMATION_REQUIRED, nothing run",
+                blocked_code(r) == "CONFIRMATION_REQUIRED" and decline.asked,
+                r,
+            )
             check("...no file", not target.exists())
         # 2. auto mode discovers 2026-07-28; handshake-era clients still work.
         async with Client(a.url, mode="auto", elicitation_callback=accept) as c:
-            check("auto: negotiates 2026-07-28 via server/discover", str(c.protocol_version) == "2026-07-28", c.protocol_version)
+            check(
+                "auto: negotiates 2026-07-28 via server/discover",
+                str(c.protocol_version) == "2026-07-28",
+                c.protocol_version,
+            )
             target = root / "auto.txt"
             r = await c.call_tool("write_file", {"path": str(target), "content": "auto\n"})
             check("auto: accepted write ran", not r.is_error and target.read_text() == "auto\n", r)
         async with Client(a.url, mode="legacy", elicitation_callback=accept) as c:
-            check("legacy client on the same endpoint: a 2025 handshake", str(c.protocol_version).startswith("2025"), c.protocol_version)
+            check(
+                "legacy client on the same endpoint: a 2025 handshake",
+                str(c.protocol_version).startswith("2025"),
+                c.protocol_version,
+            )
             target = root / "legacy.txt"
             r = await c.call_tool("write_file", {"path": str(target), "content": "legacy\n"})
             check("legacy: elicited write ran", not r.is_error and target.read_text() == "legacy\n", r)
@@ -139,7 +153,11 @@ async def main():
         state = r1.request_state
         check("leg 1: a sealed, opaque requestState", state.startswith("tg1.") and "write_file" not in state, state)
         (req,) = r1.input_requests.values()
-        check("leg 1: one form elicitation naming the path", req.params.mode == "form" and json.dumps(str(target))[1:-1] in req.params.message, req)
+        check(
+            "leg 1: one form elicitation naming the path",
+            req.params.mode == "form" and json.dumps(str(target))[1:-1] in req.params.message,
+            req,
+        )
         check("leg 1: nothing written yet", not target.exists())
         plain = {"path": str(target), "content": "sealed\n"}
         for label, replica, call_args in [
@@ -155,7 +173,11 @@ async def main():
         check("retry without the person's answer: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
         check("...none of them wrote anything", not target.exists() and not (root / "elsewhere.txt").exists())
         r = await retry(b.url, plain, state)
-        check("retry on the second replica (same key): the write runs", not r.is_error and target.read_text() == "sealed\n", r)
+        check(
+            "retry on the second replica (same key): the write runs",
+            not r.is_error and target.read_text() == "sealed\n",
+            r,
+        )
         target.unlink()
         for label, replica in [("the same replica", b), ("the first replica", a)]:
             r = await retry(replica.url, plain, state)
@@ -165,10 +187,16 @@ async def main():
         # 3b. A decline is final: the same state sent again with an accept does not run.
         declined = {"path": str(root / "declined-sealed.txt"), "content": "no\n"}
         r1 = await first_leg(a.url, declined)
-        r = await retry(a.url, declined, r1.request_state, responses={"toolgate_confirm": ElicitResult(action="decline")})
+        r = await retry(
+            a.url, declined, r1.request_state, responses={"toolgate_confirm": ElicitResult(action="decline")}
+        )
         check("sealed decline: CONFIRMATION_REQUIRED", blocked_code(r) == "CONFIRMATION_REQUIRED", r)
         r = await retry(b.url, declined, r1.request_state)
-        check("...the same state then sent with accept: CONFIRMATION_INVALID", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        check(
+            "...the same state then sent with accept: CONFIRMATION_INVALID",
+            blocked_code(r) == "CONFIRMATION_INVALID",
+            r,
+        )
         check("...nothing written", not (root / "declined-sealed.txt").exists())
 
         # 3c. A shared secret without a shared store would let each process
@@ -179,10 +207,16 @@ async def main():
         spread = {"path": str(root / "memory.txt"), "content": "once\n"}
         r1 = await first_leg(m1.url, spread)
         r = await retry(m2.url, spread, r1.request_state)
-        check("--store memory: another process with the same secret refuses the state", blocked_code(r) == "CONFIRMATION_INVALID", r)
+        check(
+            "--store memory: another process with the same secret refuses the state",
+            blocked_code(r) == "CONFIRMATION_INVALID",
+            r,
+        )
         check("...nothing written there", not (root / "memory.txt").exists())
         r = await retry(m1.url, spread, r1.request_state)
-        check("...the process that sealed it runs it", not r.is_error and (root / "memory.txt").read_text() == "once\n", r)
+        check(
+            "...the process that sealed it runs it", not r.is_error and (root / "memory.txt").read_text() == "once\n", r
+        )
         warned = (root.parent / "memory-1.log").read_text()
         check("...and said at start that the secret is not used", "the secret is not used" in warned, warned[-400:])
 
@@ -212,7 +246,8 @@ async def main():
         )
         check(
             "audit: exactly one sealed call was forwarded per accepted seal",
-            sum(1 for x in mrtr if x["outcome"] == "forwarded") == len({x["seal"] for x in mrtr if x["outcome"] == "forwarded"}),
+            sum(1 for x in mrtr if x["outcome"] == "forwarded")
+            == len({x["seal"] for x in mrtr if x["outcome"] == "forwarded"}),
             mrtr,
         )
         check("audit: no argument values", not any("arguments" in x for x in lines))

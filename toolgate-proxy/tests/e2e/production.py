@@ -41,7 +41,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from e2e_support import blocked_code, check, failures, free_port, wait_port
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
@@ -55,6 +54,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, ProtectedResourceMetadata
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from mcp.types import ElicitResult, InputRequiredResult
+
+from e2e_support import blocked_code, check, failures, free_port, wait_port
 
 warnings.simplefilter("ignore")
 HERE = Path(__file__).resolve().parent
@@ -301,7 +302,11 @@ class AuthServer:
                     return self.reply(201, meta)
                 if url.path == "/introspect":
                     expected = server.introspection_client
-                    basic = "Basic " + base64.b64encode(f"{expected[0]}:{expected[1]}".encode()).decode() if expected else None
+                    basic = (
+                        "Basic " + base64.b64encode(f"{expected[0]}:{expected[1]}".encode()).decode()
+                        if expected
+                        else None
+                    )
                     if basic is None or self.headers.get("Authorization") != basic:
                         return self.reply(401, {"error": "invalid_client"}, [("WWW-Authenticate", 'Basic realm="e2e"')])
                     form = dict(urllib.parse.parse_qsl(raw.decode()))
@@ -544,7 +549,9 @@ async def session_owner(gw, alice, bob):
         await http.post(gw.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=on(alice))
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         r_bob = await http.post(gw.url, json=listing, headers=on(bob))
-        check("bob's tools/list on alice's session: 404", r_bob.status_code == 404, (r_bob.status_code, r_bob.text[:300]))
+        check(
+            "bob's tools/list on alice's session: 404", r_bob.status_code == 404, (r_bob.status_code, r_bob.text[:300])
+        )
         try:
             # Allowed, this would be her event stream, which never ends.
             g_bob = await asyncio.wait_for(
@@ -586,14 +593,24 @@ async def jwks_max_age():
             *upstream_cmd(log, TMP),
         ]
     )
-    check("--jwks over plain http to another machine: usage error (64)", code == 64 and "https" in err, (code, err[-300:]))
+    check(
+        "--jwks over plain http to another machine: usage error (64)", code == 64 and "https" in err, (code, err[-300:])
+    )
 
     gw = Gateway(
-        "k", *auth_flags(jwks), "--jwks-max-age", "2", "--policy", policy, upstream_args=upstream_cmd(log, TMP / "notes-k")
+        "k",
+        *auth_flags(jwks),
+        "--jwks-max-age",
+        "2",
+        "--policy",
+        policy,
+        upstream_args=upstream_cmd(log, TMP / "notes-k"),
     )
     check("gateway with --jwks-max-age 2 starts", gw.up, gw.stderr()[-500:])
     async with http_client() as http:
-        before = await post_call(http, gw.url, "read_note", {"name": "k-before"}, tok=token("alice", scope="notes:read"))
+        before = await post_call(
+            http, gw.url, "read_note", {"name": "k-before"}, tok=token("alice", scope="notes:read")
+        )
         check("a token signed with rsa-1: 200", before.status_code == 200, (before.status_code, before.text[:300]))
         write_atomically(jwks, json.dumps({"keys": [JWK_EC]}))
         await asyncio.sleep(3)
@@ -603,7 +620,9 @@ async def jwks_max_age():
             after.status_code == 401,
             (after.status_code, after.text[:300]),
         )
-        ec = await post_call(http, gw.url, "read_note", {"name": "k-ec"}, tok=token("bob", kid="ec-1", scope="notes:read"))
+        ec = await post_call(
+            http, gw.url, "read_note", {"name": "k-ec"}, tok=token("bob", kid="ec-1", scope="notes:read")
+        )
         check("...while a token signed with the key still published is 200", ec.status_code == 200, ec.status_code)
         check("...and the refused call reached nothing", not ran(log, "read_note", name="k-after"))
     gw.stop()
@@ -1219,7 +1238,7 @@ def start_https_upstream(name, log, cert, key, *extra):
 
 
 async def list_outcome(gw):
-    """"connected" when a (legacy) client lists tools through `gw`, else every message of its error."""
+    """ "connected" when a (legacy) client lists tools through `gw`, else every message of its error."""
     try:
         async with mcp_client(gw.url, mode="legacy") as c:
             await c.list_tools()
@@ -1390,7 +1409,11 @@ async def upstream_restart():
         )
         raw = await raw_legacy_session(http, gw.url, "restart-raw")
         r = await raw.call("read_note", {"name": "before-raw"})
-        check("before the restart: a raw handshake-era session's read runs", ran(log, "read_note", name="before-raw"), r.text[:300])
+        check(
+            "before the restart: a raw handshake-era session's read runs",
+            ran(log, "read_note", name="before-raw"),
+            r.text[:300],
+        )
         upstream.terminate()
         upstream.wait(10)
         restarted = subprocess.Popen(
@@ -1459,7 +1482,11 @@ async def upstream_restart():
         )
         text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
         closed = metric_samples(text, "toolgate_upstream_errors_total").get(frozenset({("reason", "UPSTREAM_CLOSED")}))
-        check("metrics: the requests the restart failed are counted (toolgate_upstream_errors_total)", (closed or 0) >= 2, closed)
+        check(
+            "metrics: the requests the restart failed are counted (toolgate_upstream_errors_total)",
+            (closed or 0) >= 2,
+            closed,
+        )
     gw.stop()
     restarted.terminate()
 
@@ -1493,7 +1520,10 @@ async def graceful_stop():
     check("...and stays 503 when a session opens during the drain", ready_after_late == 503, ready_after_late)
     check(
         "...the call in flight completes",
-        result is not None and not isinstance(result, str) and blocked_code(result) is None and "slept" in result.content[0].text,
+        result is not None
+        and not isinstance(result, str)
+        and blocked_code(result) is None
+        and "slept" in result.content[0].text,
         result,
     )
     check(
@@ -1536,7 +1566,10 @@ async def mtls_upstream():
     # nothing reaches the upstream's MCP server.
     for label, flags in (
         ("no client certificate", ()),
-        ("a client certificate the upstream's CA did not issue", ("--upstream-cert", files["stranger"], "--upstream-key", files["stranger"])),
+        (
+            "a client certificate the upstream's CA did not issue",
+            ("--upstream-cert", files["stranger"], "--upstream-key", files["stranger"]),
+        ),
     ):
         seen = len(log_entries(log))
         bad = Gateway("mtls-" + label.split()[0], "--upstream", url, "--upstream-ca", files["ca"], *flags)
@@ -1556,7 +1589,14 @@ async def mtls_upstream():
     for label, argv, needle in (
         (
             "--upstream-cert with an http:// upstream",
-            ["--upstream", f"http://127.0.0.1:{port}/mcp", "--upstream-cert", files["client"], "--upstream-key", files["client-key"]],
+            [
+                "--upstream",
+                f"http://127.0.0.1:{port}/mcp",
+                "--upstream-cert",
+                files["client"],
+                "--upstream-key",
+                files["client-key"],
+            ],
             "not https://",
         ),
         (
@@ -1568,8 +1608,14 @@ async def mtls_upstream():
         code, err = exits([PROXY, "--listen", f"127.0.0.1:{free_port()}", *map(str, argv)])
         check(f"{label}: refused at start, exit 64", code == 64, (code, err[-300:]))
         check(f"...the message says why ({needle!r})", needle in err, err[-300:])
-    code, err = exits([PROXY, "--listen", f"127.0.0.1:{free_port()}", "--upstream", url, "--upstream-cert", files["client"]])
-    check("--upstream-cert without --upstream-key: a usage error naming --upstream-key", code == 64 and "--upstream-key" in err, (code, err[-300:]))
+    code, err = exits(
+        [PROXY, "--listen", f"127.0.0.1:{free_port()}", "--upstream", url, "--upstream-cert", files["client"]]
+    )
+    check(
+        "--upstream-cert without --upstream-key: a usage error naming --upstream-key",
+        code == 64 and "--upstream-key" in err,
+        (code, err[-300:]),
+    )
 
 
 async def introspection(auth_server):
@@ -1622,7 +1668,11 @@ async def introspection(auth_server):
         r is not None and blocked_code(r) is None and ran(log, "read_note", name="introspected"),
         r,
     )
-    check("...the gateway asked the endpoint about that token", reader in auth_server.introspected, len(auth_server.introspected))
+    check(
+        "...the gateway asked the endpoint about that token",
+        reader in auth_server.introspected,
+        len(auth_server.introspected),
+    )
 
     bad = {
         "a token the server does not know (active: false)": "op-unknown-" + secrets.token_hex(8),
@@ -1639,7 +1689,9 @@ async def introspection(auth_server):
             params = auth_params(r.headers.get("www-authenticate", ""))
             check(
                 f"introspection, {label}: 401 invalid_token, nothing upstream",
-                r.status_code == 401 and params.get("error") == "invalid_token" and not ran(log, "read_note", name=name),
+                r.status_code == 401
+                and params.get("error") == "invalid_token"
+                and not ran(log, "read_note", name=name),
                 (r.status_code, r.text[:200]),
             )
 
@@ -1652,7 +1704,9 @@ async def introspection(auth_server):
         after = await post_call(http, gw.url, "read_note", {"name": "after-revocation"}, tok=revoked)
         check(
             "a revoked token: served before, 401 once --introspection-cache (2 s) has passed, nothing upstream",
-            first.status_code == 200 and after.status_code == 401 and not ran(log, "read_note", name="after-revocation"),
+            first.status_code == 200
+            and after.status_code == 401
+            and not ran(log, "read_note", name="after-revocation"),
             (first.status_code, after.status_code, after.text[:200]),
         )
         await post_call(http, gw.url, "read_note", {"name": "no-token"})
@@ -1692,9 +1746,7 @@ async def introspection(auth_server):
         )
         g.stop()
 
-    code, err = exits(
-        [PROXY, "--listen", f"127.0.0.1:{free_port()}", *flags(endpoint), "--", *upstream_cmd(log, TMP)]
-    )
+    code, err = exits([PROXY, "--listen", f"127.0.0.1:{free_port()}", *flags(endpoint), "--", *upstream_cmd(log, TMP)])
     check(
         "--introspection-secret-env naming an unset variable: refused at start (64), naming it",
         code == 64 and "E2E_INTROSPECTION_SECRET" in err,
@@ -1837,7 +1889,11 @@ async def watch():
     reloads = metric_samples(text, "toolgate_policy_reloads_total")
     ok = reloads.get(frozenset({("result", "ok")}))
     err = reloads.get(frozenset({("result", "error")}))
-    check("metrics: toolgate_policy_reloads_total ok=2 error=2 (the bad edit, the unreadable file)", ok == 2 and err == 2, reloads)
+    check(
+        "metrics: toolgate_policy_reloads_total ok=2 error=2 (the bad edit, the unreadable file)",
+        ok == 2 and err == 2,
+        reloads,
+    )
     gw.stop()
 
 
@@ -1942,13 +1998,19 @@ async def catalog_reload():
     policy.write_text(RELOAD_POLICY.format(pin=found.group(1)))
     for mode in (MODERN, "legacy"):
         log = TMP / f"r-{mode}.jsonl"
-        gw = Gateway(f"reload-{mode}", "--policy", policy, upstream_args=upstream_cmd(log, TMP / "notes-r", "--redefinable"))
+        gw = Gateway(
+            f"reload-{mode}", "--policy", policy, upstream_args=upstream_cmd(log, TMP / "notes-r", "--redefinable")
+        )
         async with mcp_client(gw.url, mode=mode) as c:
             r = await c.call_tool("read_note", {"name": "before"})
-            check(f"reload ({mode}): the pinned read_note runs", not r.is_error and ran(log, "read_note", name="before"), r)
+            check(
+                f"reload ({mode}): the pinned read_note runs",
+                not r.is_error and ran(log, "read_note", name="before"),
+                r,
+            )
             x = await c.call_tool("redefine_read_note", {})
             check("...the upstream redefines it", not x.is_error and ran(log, "redefine_read_note"), x)
-            held = await wait_for(lambda: "PIN_MISMATCH" in gw.stderr(), 10)
+            held = await wait_for(lambda gw=gw: "PIN_MISMATCH" in gw.stderr(), 10)
             check("...the gateway reloads its catalog and reports PIN_MISMATCH", held, gw.stderr()[-600:])
             absent = await c.call_tool("no_such_tool", {})
             r = await c.call_tool("read_note", {"name": "after"})
@@ -1978,6 +2040,7 @@ class RawStdioClient:
     def __init__(self, proc):
         self.proc = proc
         self.waiting = {}
+        self.sending = set()
         self.requests = asyncio.Queue()
         self.reader = asyncio.create_task(self.read())
 
@@ -1996,7 +2059,10 @@ class RawStdioClient:
     def request(self, id_, method, params):
         answer = asyncio.get_running_loop().create_future()
         self.waiting[id_] = answer
-        asyncio.ensure_future(self.send({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}))
+        # Kept until sent: the loop holds tasks only weakly.
+        sending = asyncio.ensure_future(self.send({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}))
+        self.sending.add(sending)
+        sending.add_done_callback(self.sending.discard)
         return answer
 
 
@@ -2042,20 +2108,34 @@ async def url_mode_approval():
             params = asked.get("params", {})
             check(
                 f"URL mode ({label}): the gateway sends the approval page as a URL-mode elicitation",
-                asked.get("method") == "elicitation/create" and params.get("mode") == "url" and "/approve/" in params.get("url", ""),
+                asked.get("method") == "elicitation/create"
+                and params.get("mode") == "url"
+                and "/approve/" in params.get("url", ""),
                 asked,
             )
             if stale:
-                x = await asyncio.wait_for(client.request(3, "tools/call", {"name": "redefine_read_note", "arguments": {}}), 20)
-                check("...the upstream changes its tools meanwhile", "result" in x and ran(log, "redefine_read_note"), x)
-                reloaded = await wait_for(lambda: stderr_path.read_text(errors="replace").count(LOADED) >= 2, 10)
-                check("...and the gateway reloads its catalog", reloaded, stderr_path.read_text(errors="replace")[-600:])
+                x = await asyncio.wait_for(
+                    client.request(3, "tools/call", {"name": "redefine_read_note", "arguments": {}}), 20
+                )
+                check(
+                    "...the upstream changes its tools meanwhile", "result" in x and ran(log, "redefine_read_note"), x
+                )
+                reloaded = await wait_for(
+                    lambda path=stderr_path: path.read_text(errors="replace").count(LOADED) >= 2, 10
+                )
+                check(
+                    "...and the gateway reloads its catalog", reloaded, stderr_path.read_text(errors="replace")[-600:]
+                )
             await client.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}})
             async with http_client() as http:
                 page = await http.get(params["url"])
                 token = re.search(r'name="token" value="([^"]+)"', page.text)
                 approved = await http.post(params["url"], data={"action": "approve", "token": token and token.group(1)})
-            check(f"URL mode ({label}): the person approves on the page", approved.status_code == 200, approved.text[-300:])
+            check(
+                f"URL mode ({label}): the person approves on the page",
+                approved.status_code == 200,
+                approved.text[-300:],
+            )
             answer = (await asyncio.wait_for(call, 30)).get("result", {})
             code = None
             if answer.get("isError"):
@@ -2219,7 +2299,12 @@ async def private_listing():
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/list",
-        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}},
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
     }
     headers = {
         "Content-Type": "application/json",
@@ -2239,7 +2324,12 @@ async def private_listing():
         # On a handshake-era session rmcp fills in nothing: the gateway says it.
         auth = {"Authorization": headers["Authorization"]}
         opened = await http.post(gw.url, json=legacy_initialize("listing"), headers={**BASE_HEADERS, **auth})
-        session = {**BASE_HEADERS, **auth, "Mcp-Session-Id": opened.headers.get("mcp-session-id", ""), "MCP-Protocol-Version": LEGACY}
+        session = {
+            **BASE_HEADERS,
+            **auth,
+            "Mcp-Session-Id": opened.headers.get("mcp-session-id", ""),
+            "MCP-Protocol-Version": LEGACY,
+        }
         await http.post(gw.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
         r = await http.post(gw.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session)
         result = rpc_message(r).get("result", {})
@@ -2282,7 +2372,9 @@ async def shared_session_tasks():
         return body, headers
 
     async def start(http, tag, tok):
-        body, headers = request("tools/call", {"name": "background", "arguments": {"tag": tag}}, tok, **{"Mcp-Name": "background"})
+        body, headers = request(
+            "tools/call", {"name": "background", "arguments": {"tag": tag}}, tok, **{"Mcp-Name": "background"}
+        )
         return rpc_message(await http.post(gw.url, json=body, headers=headers))
 
     async with http_client() as http:
@@ -2305,7 +2397,11 @@ async def shared_session_tasks():
         def unknown(answer):
             status, message = answer
             error = message.get("error", {})
-            return status == 200 and error.get("code") == -32602 and error.get("data", {}).get("toolgate") == "UNKNOWN_TASK"
+            return (
+                status == 200
+                and error.get("code") == -32602
+                and error.get("data", {}).get("toolgate") == "UNKNOWN_TASK"
+            )
 
         bobs_get = await ask("tasks/get", task_id, bob)
         check("bob's tasks/get of alice's task: unknown task", unknown(bobs_get), bobs_get)
@@ -2322,7 +2418,9 @@ async def shared_session_tasks():
         status, alices = await ask("tasks/get", task_id, alice)
         check(
             "alice reads her own task's result",
-            status == 200 and alices.get("result", {}).get("status") == "completed" and "job alice-job done" in json.dumps(alices),
+            status == 200
+            and alices.get("result", {}).get("status") == "completed"
+            and "job alice-job done" in json.dumps(alices),
             (status, alices),
         )
         own = await start(http, "bob-job", bob)
@@ -2398,7 +2496,9 @@ async def session_limits():
         # Requests in flight: alice's two slow calls hold her places; a third
         # is refused (429) and never reaches the upstream, while bob's runs.
         slow = [
-            asyncio.create_task(post_call(http, gw.url, "slow", {"seconds": 3, "tag": f"alice-{n}"}, tok=tokens["alice"]))
+            asyncio.create_task(
+                post_call(http, gw.url, "slow", {"seconds": 3, "tag": f"alice-{n}"}, tok=tokens["alice"])
+            )
             for n in range(2)
         ]
         started = await wait_for(lambda: len(ran(log, "slow")) >= 2, 10)
@@ -2414,10 +2514,18 @@ async def session_limits():
             (started, third.status_code, third.text[:300]),
         )
         r = await post_call(http, gw.url, "read_note", {"name": "bob-meanwhile"}, tok=tokens["bob"])
-        check("...bob's request meanwhile runs", ran(log, "read_note", name="bob-meanwhile"), (r.status_code, r.text[:300]))
+        check(
+            "...bob's request meanwhile runs",
+            ran(log, "read_note", name="bob-meanwhile"),
+            (r.status_code, r.text[:300]),
+        )
         await asyncio.gather(*slow)
         r = await post_call(http, gw.url, "slow", {"seconds": 0, "tag": "alice-later"}, tok=tokens["alice"])
-        check("...and alice's next, once hers are answered", ran(log, "slow", tag="alice-later"), (r.status_code, r.text[:300]))
+        check(
+            "...and alice's next, once hers are answered",
+            ran(log, "slow", tag="alice-later"),
+            (r.status_code, r.text[:300]),
+        )
     gw.stop()
 
 
@@ -2632,7 +2740,17 @@ async def main():
     help_text = subprocess.run([PROXY, "--help"], capture_output=True, text=True).stdout
     missing = [
         f
-        for f in ("--auth", "--jwks", "--watch", "--mode", "--metrics", "--upstream-ca", "--upstream-cert", "--introspection-url", "--insecure-listen")
+        for f in (
+            "--auth",
+            "--jwks",
+            "--watch",
+            "--mode",
+            "--metrics",
+            "--upstream-ca",
+            "--upstream-cert",
+            "--introspection-url",
+            "--insecure-listen",
+        )
         if f not in help_text
     ]
     check("the binary has the production flags", not missing, missing)

@@ -136,7 +136,9 @@ def main():
         finally:
             os.close(fd)
 
-    server = MCPServer("toolgate-e2e-notes", version="1.0.0", log_level="WARNING", extensions=task_extension(args.tasks))
+    server = MCPServer(
+        "toolgate-e2e-notes", version="1.0.0", log_level="WARNING", extensions=task_extension(args.tasks)
+    )
 
     # UPSTREAM_READ_NOTE_DESTRUCTIVE=1: the same server redeployed with
     # read_note turned into a tool that deletes (what a gateway must notice
@@ -231,7 +233,9 @@ def main():
                 more = message.get("more_body", False)
             if b'"name":"overloaded"' in body.replace(b" ", b""):
                 record({"tool": "overloaded", "http_status": 503})
-                await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]})
+                await send(
+                    {"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]}
+                )
                 await send({"type": "http.response.body", "body": b"overloaded"})
                 return
             replayed = False
