@@ -144,7 +144,7 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub introspection_cache: u64,
     /// This resource's URL in its protected-resource metadata (RFC 9728).
-    /// Default: http://LISTEN_ADDR/mcp.
+    /// Default: http://LISTEN_ADDR/mcp (https with `--tls-cert`).
     #[arg(long, value_name = "URL", requires = "issuer")]
     pub resource: Option<String>,
     /// `--listen`: a browser origin (`https://app.example.com`, a port
@@ -176,6 +176,21 @@ pub struct ProxyArgs {
     /// streams and sessions are ended and the gateway exits.
     #[arg(long, value_name = "SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_grace: u64,
+    /// `--listen` over HTTPS: the server's certificate chain (PEM, leaf
+    /// first), with `--tls-key`. Read again when the files change (looked at
+    /// every 10 s at most), so a renewed certificate is served without a
+    /// restart.
+    #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert`; may be the same file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// With `--tls-cert`: every client must present a certificate issued by
+    /// one of these CAs (PEM), else its TLS handshake is refused (mutual
+    /// TLS). It admits connections; callers are still told apart by
+    /// `--auth`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     /// Every HTTP listener (`--listen`, `--metrics`, the approval pages):
     /// a request's headers, and the next request on a kept-alive
     /// connection, must arrive within this many seconds, else the
@@ -618,6 +633,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
             ("metrics", listener),
             router,
             connection_limits,
+            None,
             config.metrics.clone(),
             std::future::pending(),
         ));
@@ -629,11 +645,12 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     };
     if let Some(addr) = own_pages {
         let (listener, local) = bind(addr).await?;
-        let router = approve_router(&config, local, args.approve_url.as_deref());
+        let router = approve_router(&config, local, args.approve_url.as_deref(), "http");
         tokio::spawn(crate::listen::serve(
             ("approve", listener),
             router,
             connection_limits,
+            None,
             config.metrics.clone(),
             std::future::pending(),
         ));
@@ -654,6 +671,14 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 },
                 grace: Duration::from_secs(args.shutdown_grace),
                 connections: connection_limits,
+                tls: match (&args.tls_cert, &args.tls_key) {
+                    (Some(cert), Some(key)) => Some(crate::tls::acceptor(&crate::tls::ListenTls {
+                        cert: cert.clone(),
+                        key: key.clone(),
+                        client_ca: args.tls_client_ca.clone(),
+                    })?),
+                    _ => None,
+                },
                 in_flight_per_caller: (args.auth != AuthArg::None)
                     .then(|| usize::try_from(args.max_in_flight_per_caller).unwrap_or(usize::MAX)),
             };
@@ -710,7 +735,14 @@ async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
 }
 
 /// The approval pages' router, and their links' base set and said on stderr.
-fn approve_router(config: &Arc<Config>, local: std::net::SocketAddr, public: Option<&str>) -> axum::Router {
+/// The approval pages' router; `scheme`: the listener's (`https` on
+/// `--listen` with `--tls-cert`), for the links when `public` is not given.
+fn approve_router(
+    config: &Arc<Config>,
+    local: std::net::SocketAddr,
+    public: Option<&str>,
+    scheme: &str,
+) -> axum::Router {
     let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
     hosts.push(local.ip().to_string());
     let base = match public {
@@ -728,7 +760,7 @@ fn approve_router(config: &Arc<Config>, local: std::net::SocketAddr, public: Opt
                 std::net::IpAddr::V6(v6) => format!("[{v6}]"),
                 std::net::IpAddr::V4(v4) => v4.to_string(),
             };
-            format!("http://{ip}:{}", local.port())
+            format!("{scheme}://{ip}:{}", local.port())
         }
     };
     eprintln!("toolgate proxy: approval pages at {base}/approve/");
@@ -755,6 +787,8 @@ struct Served<'a> {
     connections: ConnectionLimits,
     /// Requests in flight per subject (with `--auth`).
     in_flight_per_caller: Option<usize>,
+    /// `--tls-cert`: every connection is TLS.
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// The browser origins `/mcp` answers (MCP's transport: a server must
@@ -853,7 +887,11 @@ async fn authenticator(
     client: &reqwest::Client,
 ) -> Result<Authenticator, ProxyError> {
     let listen = args.listen.as_deref().unwrap_or("127.0.0.1");
-    let resource = args.resource.clone().unwrap_or_else(|| format!("http://{listen}/mcp"));
+    let scheme = if args.tls_cert.is_some() { "https" } else { "http" };
+    let resource = args
+        .resource
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{listen}/mcp"));
     // RFC 9728 §3.1: the well-known path, then the resource's own path.
     let (origin, path) = match resource.split_once("://") {
         Some((scheme, rest)) => match rest.find('/') {
@@ -926,6 +964,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         grace,
         connections,
         in_flight_per_caller,
+        tls,
         ..
     } = served;
     let readable_by = origins.clone();
@@ -941,7 +980,8 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         owners: Arc::new(crate::owners::Owners::new(sessions.clone(), limits)),
         body_wait: crate::http::BODY_WAIT,
     });
-    let pages = with_pages.then(|| approve_router(&config, local, public));
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let pages = with_pages.then(|| approve_router(&config, local, public, scheme));
     let metrics = config.metrics.clone();
     let readiness = metrics.clone();
     let connection_metrics = metrics.clone();
@@ -984,7 +1024,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
     if let Some(pages) = pages {
         router = router.merge(pages);
     }
-    eprintln!("toolgate proxy: listening on http://{local}/mcp");
+    eprintln!("toolgate proxy: listening on {scheme}://{local}/mcp");
     // A stop drains: not ready (a load balancer sends no more), the
     // requests in flight finish within the grace, then the open streams and
     // sessions end (a client's GET stream would hold the server forever),
@@ -1006,7 +1046,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
             stop.cancel();
         }
     };
-    let served = crate::listen::serve(("mcp", listener), router, connections, connection_metrics, drain);
+    let served = crate::listen::serve(("mcp", listener), router, connections, tls, connection_metrics, drain);
     tokio::select! {
         () = served => Ok(()),
         () = async {

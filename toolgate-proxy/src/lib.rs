@@ -33,6 +33,7 @@ pub mod policy;
 pub mod seal;
 pub mod stdio;
 mod tasks;
+pub mod tls;
 mod upstream;
 
 pub use audit::Audit;

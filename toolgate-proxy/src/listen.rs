@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 
 use crate::metrics::Metrics;
 
@@ -41,11 +42,13 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
 /// Serves `router` on `listener` until `stop` completes; then accepts no
 /// more, lets each connection finish the response it is sending (an idle
 /// one closes at once) and returns once all are closed. `name` labels the
-/// listener's connections in the metrics.
+/// listener's connections in the metrics; with `tls`, every connection is
+/// TLS (its handshake bounded by the header time too).
 pub async fn serve(
     (name, listener): (&'static str, TcpListener),
     router: Router,
     limits: ConnectionLimits,
+    tls: Option<TlsAcceptor>,
     metrics: Arc<Metrics>,
     stop: impl Future<Output = ()>,
 ) {
@@ -81,25 +84,57 @@ pub async fn serve(
         // `tools/call` (found by `toolgate-gateway-bench`'s `gateway-listen`
         // lines). Best effort: a socket that refuses only costs latency.
         let _ = tcp.set_nodelay(true);
-        let connection = builder.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(router.clone()));
-        let connection = connections.watch(connection);
         let open = OpenConnection::new(metrics.clone(), name);
+        let connection = Connection {
+            builder: builder.clone(),
+            router: router.clone(),
+            watcher: connections.watcher(),
+            open,
+        };
+        let tls = tls.clone();
+        let handshake_time = limits.header_timeout;
         tokio::spawn(async move {
-            if let Err(e) = connection.await
-                && e.is_timeout()
-            {
-                tracing::info!(
-                    listener = name,
-                    "a connection sent no complete request headers in time: closed"
-                );
-                open.metrics.header_timed_out();
+            match tls {
+                None => connection.run(tcp).await,
+                Some(tls) => match tokio::time::timeout(handshake_time, tls.accept(tcp)).await {
+                    Ok(Ok(stream)) => connection.run(stream).await,
+                    Ok(Err(e)) => tracing::info!(listener = name, "a TLS handshake failed: {e}"),
+                    Err(_) => tracing::info!(listener = name, "a TLS handshake did not finish in time"),
+                },
             }
-            drop(open);
             drop(place);
         });
     }
     drop(listener);
     connections.shutdown().await;
+}
+
+/// One accepted connection, served once its transport is ready.
+struct Connection {
+    builder: hyper::server::conn::http1::Builder,
+    router: Router,
+    watcher: hyper_util::server::graceful::Watcher,
+    open: OpenConnection,
+}
+
+impl Connection {
+    async fn run<Io>(self, io: Io)
+    where
+        Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let served = self
+            .builder
+            .serve_connection(TokioIo::new(io), TowerToHyperService::new(self.router));
+        if let Err(e) = self.watcher.watch(served).await
+            && e.is_timeout()
+        {
+            tracing::info!(
+                listener = self.open.listener,
+                "a connection sent no complete request headers in time: closed"
+            );
+            self.open.metrics.header_timed_out();
+        }
+    }
 }
 
 /// Errors of one client's connection attempt, after which accepting goes on

@@ -69,18 +69,21 @@ fn read_file(path: &Path) -> Result<Vec<u8>, ProxyError> {
     })
 }
 
-/// Reads and checks the pair at start-up, so that a wrong file is a usage
-/// error naming it, not a TLS failure at the first upstream request: the
-/// chain holds a certificate, the key file a private key of a type rustls
-/// signs with, and that key belongs to the chain's first certificate.
-fn client_identity(files: ClientCertificate<'_>) -> Result<reqwest::Identity, ProxyError> {
-    use base64::Engine as _;
+/// A certificate chain and its private key, read and checked: the chain
+/// holds a certificate, the key file a private key of a type rustls signs
+/// with, and that key belongs to the chain's first certificate. A wrong file
+/// is a usage error naming the flag and file (`cert_flag`, `key_flag`:
+/// `--upstream-cert`, `--tls-cert`, …), not a TLS failure later.
+pub(crate) fn key_pair(
+    (cert_flag, cert): (&str, &Path),
+    (key_flag, key): (&str, &Path),
+) -> Result<(rustls::sign::CertifiedKey, rustls::pki_types::PrivateKeyDer<'static>), ProxyError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-    let cert_flag = format!("--upstream-cert {}", files.cert.display());
-    let key_flag = format!("--upstream-key {}", files.key.display());
-    let chain = CertificateDer::pem_slice_iter(&read_file(files.cert)?)
+    let cert_flag = format!("{cert_flag} {}", cert.display());
+    let key_flag = format!("{key_flag} {}", key.display());
+    let chain = CertificateDer::pem_slice_iter(&read_file(cert)?)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ProxyError::Usage(format!("{cert_flag}: not readable as PEM: {e}")))?;
     if chain.is_empty() {
@@ -88,25 +91,34 @@ fn client_identity(files: ClientCertificate<'_>) -> Result<reqwest::Identity, Pr
             "{cert_flag}: no PEM certificate in the file"
         )));
     }
-    let key = PrivateKeyDer::from_pem_slice(&read_file(files.key)?)
+    let key = PrivateKeyDer::from_pem_slice(&read_file(key)?)
         .map_err(|e| ProxyError::Usage(format!("{key_flag}: no PEM private key in the file ({e})")))?;
-    let label = match &key {
-        PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
-        PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
-        _ => "PRIVATE KEY",
-    };
     let provider = rustls::crypto::ring::default_provider();
     let signing = provider
         .key_provider
         .load_private_key(key.clone_key())
         .map_err(|e| ProxyError::Usage(format!("{key_flag}: the key cannot sign TLS handshakes: {e}")))?;
-    rustls::sign::CertifiedKey::new(chain.clone(), signing)
-        .keys_match()
-        .map_err(|e| {
-            ProxyError::Usage(format!(
-                "{key_flag} is not the key of the first certificate in {cert_flag}: {e}"
-            ))
-        })?;
+    let certified = rustls::sign::CertifiedKey::new(chain, signing);
+    certified.keys_match().map_err(|e| {
+        ProxyError::Usage(format!(
+            "{key_flag} is not the key of the first certificate in {cert_flag}: {e}"
+        ))
+    })?;
+    Ok((certified, key))
+}
+
+/// The upstream's client certificate, checked at start-up (`key_pair`).
+fn client_identity(files: ClientCertificate<'_>) -> Result<reqwest::Identity, ProxyError> {
+    use base64::Engine as _;
+    use rustls::pki_types::PrivateKeyDer;
+
+    let (certified, key) = key_pair(("--upstream-cert", files.cert), ("--upstream-key", files.key))?;
+    let chain = &certified.cert;
+    let label = match &key {
+        PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
+        PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
+        _ => "PRIVATE KEY",
+    };
     // reqwest takes the pair as one PEM text. Written anew from what was
     // read, so that other sections of the files (a key file's `EC
     // PARAMETERS`, a combined file's certificate) do not reach its parser.
@@ -122,8 +134,14 @@ fn client_identity(files: ClientCertificate<'_>) -> Result<reqwest::Identity, Pr
             base64.encode(der)
         ));
     }
-    reqwest::Identity::from_pem(pem.as_bytes())
-        .map_err(|e| ProxyError::Usage(format!("{cert_flag} / {key_flag}: {}", error_chain(&e))))
+    reqwest::Identity::from_pem(pem.as_bytes()).map_err(|e| {
+        ProxyError::Usage(format!(
+            "--upstream-cert {} / --upstream-key {}: {}",
+            files.cert.display(),
+            files.key.display(),
+            error_chain(&e)
+        ))
+    })
 }
 
 /// `--upstream-header 'Name: value'`: a value written `${VAR}` is read from

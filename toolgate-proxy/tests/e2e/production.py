@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -2635,6 +2636,153 @@ async def cors(gw, log):
         )
 
 
+def tls_context(ca_pem, cert_pem=None):
+    context = ssl.create_default_context(cafile=str(ca_pem))
+    if cert_pem is not None:
+        context.load_cert_chain(str(cert_pem))
+    return context
+
+
+async def tls_post(url, context, tool, arguments):
+    """(HTTP status, text) of a 2026-07-28 call over TLS, or (None, the
+    error) when no answer came (a refused handshake)."""
+    body, headers = raw_call(tool, arguments)
+    try:
+        async with httpx2.AsyncClient(verify=context, timeout=10, trust_env=False) as http:
+            r = await http.post(url, json=body, headers=headers)
+            return r.status_code, r.text
+    except (httpx2.HTTPError, OSError) as e:  # ssl.SSLError is an OSError
+        return None, error_text(e)
+
+
+async def listen_tls():
+    """--listen over HTTPS: calls run over TLS only; a renewed certificate is
+    served without a restart; with --tls-client-ca only clients holding a
+    certificate of that CA get through the handshake; a key of another
+    certificate is refused at start."""
+    log = TMP / "listen-tls-upstream.jsonl"
+    upstream = upstream_cmd(log, TMP / "notes-listen-tls")
+    ca_key, ca_cert = make_ca("toolgate e2e listen CA")
+    leaf_key, leaf_cert = make_server_cert(ca_key, ca_cert)
+    ca_pem, cert_pem, key_pem = (TMP / n for n in ("listen-ca.pem", "listen.pem", "listen-key.pem"))
+    write_pem(ca_pem, cert=ca_cert)
+    write_pem(cert_pem, cert=leaf_cert)
+    write_pem(key_pem, key=leaf_key)
+    gw = Gateway("listen-tls", "--tls-cert", cert_pem, "--tls-key", key_pem, upstream_args=upstream)
+    url = f"https://127.0.0.1:{gw.port}/mcp"
+    status, text = await tls_post(url, tls_context(ca_pem), "read_note", {"name": "over-tls"})
+    check(
+        "--tls-cert: a call over HTTPS runs",
+        status == 200 and ran(log, "read_note", name="over-tls"),
+        (status, text[:300], gw.stderr()[-300:]),
+    )
+    check(
+        "...and the gateway says https at start", f"https://127.0.0.1:{gw.port}/mcp" in gw.stderr(), gw.stderr()[-300:]
+    )
+    async with http_client() as http:
+        body, headers = raw_call("read_note", {"name": "in-clear"})
+        try:
+            r = await http.post(gw.url, json=body, headers=headers)
+            plain = r.status_code
+        except httpx2.HTTPError as e:
+            plain = error_text(e)[:200]
+    check(
+        "...plain HTTP on that port gets no answer, and nothing runs",
+        plain != 200 and not ran(log, "read_note", name="in-clear"),
+        plain,
+    )
+    # Renewal: a certificate of another CA written over the files is served
+    # from the next check on (every 10 s), without a restart.
+    new_ca_key, new_ca_cert = make_ca("toolgate e2e renewed CA")
+    new_key, new_cert = make_server_cert(new_ca_key, new_ca_cert)
+    new_ca_pem = TMP / "listen-ca-renewed.pem"
+    write_pem(new_ca_pem, cert=new_ca_cert)
+    write_atomically(
+        key_pem,
+        new_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode(),
+    )
+    write_atomically(cert_pem, new_cert.public_bytes(serialization.Encoding.PEM).decode())
+
+    async def renewed():
+        status, _ = await tls_post(url, tls_context(new_ca_pem), "read_note", {"name": "renewed"})
+        return status == 200
+
+    check("...a renewed certificate is served without a restart", await wait_for(renewed, 25, 1), gw.stderr()[-400:])
+    gw.stop()
+
+    client_key, client_cert = make_client_cert(ca_key, ca_cert)
+    client_pem = TMP / "listen-client.pem"
+    write_pem(client_pem, cert=client_cert, key=client_key)
+    other_key, other_cert = make_client_cert(new_ca_key, new_ca_cert)
+    other_pem = TMP / "listen-client-other.pem"
+    write_pem(other_pem, cert=other_cert, key=other_key)
+    write_pem(cert_pem, cert=leaf_cert)
+    write_pem(key_pem, key=leaf_key)
+    gw = Gateway(
+        "listen-mtls", "--tls-cert", cert_pem, "--tls-key", key_pem, "--tls-client-ca", ca_pem, upstream_args=upstream
+    )
+    url = f"https://127.0.0.1:{gw.port}/mcp"
+    answers = {}
+    for label, cert in [("none", None), ("other CA", other_pem), ("the CA's", client_pem)]:
+        answers[label] = await tls_post(url, tls_context(ca_pem, cert), "read_note", {"name": f"mtls-{label}"})
+    check(
+        "--tls-client-ca: a client without a certificate is refused at the handshake, and nothing runs",
+        answers["none"][0] != 200 and not ran(log, "read_note", name="mtls-none"),
+        answers["none"],
+    )
+    check(
+        "...one with another CA's certificate too",
+        answers["other CA"][0] != 200 and not ran(log, "read_note", name="mtls-other CA"),
+        answers["other CA"],
+    )
+    check(
+        "...one with the CA's certificate gets through",
+        answers["the CA's"][0] == 200 and ran(log, "read_note", name="mtls-the CA's"),
+        answers["the CA's"],
+    )
+    gw.stop()
+    code, err = exits(
+        [
+            PROXY,
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--tls-cert",
+            cert_pem,
+            "--tls-key",
+            new_ca_pem,
+            "--",
+            *upstream,
+        ]
+    )
+    check(
+        "a --tls-key that is no key: refused at start, exit 64, naming the flag",
+        code == 64 and "--tls-key" in err,
+        (code, err[-300:]),
+    )
+    other_key_pem = TMP / "listen-other-key.pem"
+    write_pem(other_key_pem, key=new_key)
+    code, err = exits(
+        [
+            PROXY,
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--tls-cert",
+            cert_pem,
+            "--tls-key",
+            other_key_pem,
+            "--",
+            *upstream,
+        ]
+    )
+    check(
+        "a --tls-key of another certificate: refused at start, exit 64",
+        code == 64 and "not the key" in err,
+        (code, err[-300:]),
+    )
+
+
 async def closed_by_peer(reader, within):
     """Whether the other end closed the connection within `within` seconds
     (nothing else arriving meanwhile but a response, which is read past)."""
@@ -2782,6 +2930,7 @@ async def main():
         await section("origins", origins())
         await section("session limits", session_limits())
         await section("connection bounds", connection_bounds())
+        await section("TLS on --listen", listen_tls())
         await section("shared-session tasks", shared_session_tasks())
         await section("private listing", private_listing())
     finally:
