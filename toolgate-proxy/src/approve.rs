@@ -10,7 +10,7 @@
 //! runs. Records live in the confirmation store ([`Ledger`]), so a page
 //! served by one replica is honoured by every other.
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -519,11 +519,27 @@ pub fn form_fields(body: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+/// The most of a form's body read, and how long it is waited for: the pages
+/// need no login, so a body sent slowly or never must not hold a connection
+/// (and its place under `--max-connections`).
+const FORM_BYTES: usize = 4096;
+const FORM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: HeaderMap, body: Body) -> Response {
     if !host_allowed(&served, &headers) || !origin_allowed(&headers) {
         return respond(StatusCode::FORBIDDEN, message("Forbidden", "Not from this page."));
     }
-    let fields = form_fields(body.get(..body.len().min(4096)).unwrap_or_default());
+    let read = tokio::time::timeout(FORM_WAIT, crate::http::read_body(body, FORM_BYTES, FORM_BYTES)).await;
+    let body = match read {
+        Ok(Some((kept, total))) if total <= FORM_BYTES => kept,
+        _ => {
+            return crate::http::closing(respond(
+                StatusCode::BAD_REQUEST,
+                message("Bad request", "The form did not arrive whole."),
+            ));
+        }
+    };
+    let fields = form_fields(&body);
     let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let (token, action) = (field("token").unwrap_or_default(), field("action").unwrap_or_default());
     let (text, pending) = match load(&served, &id).await {

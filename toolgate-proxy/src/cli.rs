@@ -151,8 +151,8 @@ pub struct ProxyArgs {
     /// `:*` for any) whose pages may call `/mcp`, beside this machine's own
     /// (`http://localhost:*`, `http://127.0.0.1:*`) and `--resource`'s. A
     /// request with any other `Origin` header is refused (403); a client
-    /// that sends none (not a browser) is not affected. These pages may read
-    /// the answers (CORS, preflights answered).
+    /// that sends none (not a browser) is not affected. Pages of these
+    /// origins (not this machine's) may also read the answers (CORS).
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
     pub allow_origins: Vec<String>,
     /// `--listen`: how many handshake-era sessions may be open at once in
@@ -194,8 +194,9 @@ pub struct ProxyArgs {
     /// Every HTTP listener (`--listen`, `--metrics`, the approval pages):
     /// a request's headers, and the next request on a kept-alive
     /// connection, must arrive within this many seconds, else the
-    /// connection is closed. A response being sent is not limited.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    /// connection is closed. A response being sent is not limited. Keep it
+    /// above the idle timeout of a load balancer in front (60 s for most).
+    #[arg(long, value_name = "SECS", default_value_t = 75, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_timeout: u64,
     /// Every HTTP listener: how many connections it serves at once; a client
     /// past it waits (in the kernel's backlog) until one closes.
@@ -664,6 +665,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 auth,
                 resource_host: args.resource.as_deref().map(|r| outbound::host_of(r).to_owned()),
                 origins: allowed_origins(&args),
+                readable_by: args.allow_origins.clone(),
                 limits: SessionLimits {
                     total: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
                     per_caller: (args.auth != AuthArg::None)
@@ -780,6 +782,11 @@ struct Served<'a> {
     resource_host: Option<String>,
     /// Browser origins whose requests `/mcp` answers.
     origins: Vec<String>,
+    /// Browser origins whose pages may read the answers (CORS): the
+    /// `--allow-origin` ones alone. This machine's pages are answered but
+    /// not given CORS: any local web page (a dev server, another app's UI)
+    /// could otherwise drive a gateway that has no `--auth` on loopback.
+    readable_by: Vec<String>,
     /// How many handshake-era sessions may be open.
     limits: SessionLimits,
     /// How long a stop waits for the requests in flight.
@@ -965,9 +972,9 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         connections,
         in_flight_per_caller,
         tls,
+        readable_by,
         ..
     } = served;
-    let readable_by = origins.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let busy: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let stop = tokio_util::sync::CancellationToken::new();

@@ -1,16 +1,19 @@
-//! CORS on `--listen`'s `/mcp` and protected-resource metadata: a page of an
-//! origin the gateway answers (`--allow-origin`, `--resource`'s, this
-//! machine's) may read the answers, and its requests that need a preflight
-//! (`Content-Type: application/json`, `Authorization`, the MCP headers) get
-//! one. The preflight is answered before `--auth`, as browsers send it
-//! without credentials; it runs nothing.
+//! CORS on `--listen`'s `/mcp` and protected-resource metadata, for the
+//! `--allow-origin` origins alone: their pages may read the answers, and
+//! their requests that need a preflight (`Content-Type: application/json`,
+//! `Authorization`, the MCP headers) get one. The preflight is answered
+//! before `--auth`, as browsers send it without credentials; it runs
+//! nothing (every `OPTIONS` is answered here).
 //!
-//! This layer only says which origins may read. Which may call is decided by
-//! the session layer's own `Origin` check (MCP's transport requires it), on
-//! the same list: an origin this matcher took that the check refuses still
-//! gets `403`, and one it did not take gets no CORS headers, so a browser
-//! neither reads nor sends (both fail closed). The approval pages are left
-//! out: a page of another origin must never read a person's approval form.
+//! This layer only says which pages may read. Which may call is decided by
+//! the session layer's own `Origin` check (MCP's transport requires it),
+//! which also admits this machine's pages and `--resource`'s origin: those
+//! get no CORS, so a page on some localhost port cannot use a loopback
+//! gateway that has no `--auth`. The matcher here is the stricter of the
+//! two (an entry without a port means the scheme's default port; `null` is
+//! never taken): an origin it takes that the check refuses still gets `403`.
+//! The approval pages are left out: a page of another origin must never read
+//! a person's approval form.
 
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use std::time::Duration;

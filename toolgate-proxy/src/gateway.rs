@@ -227,9 +227,12 @@ impl SessionState {
         }
     }
 
-    /// The one session behind every MCP 2026-07-28 request.
-    fn is_shared(&self) -> bool {
-        self.tasks.is_some()
+    /// The session behind every MCP 2026-07-28 request now (one it has
+    /// replaced is not).
+    fn is_current_shared(&self) -> bool {
+        self.config
+            .current_stateless()
+            .is_some_and(|current| std::ptr::eq(Arc::as_ptr(&current), self))
     }
 
     /// Whether its upstream session can still carry requests: opened, and
@@ -478,19 +481,48 @@ const CONFIRMATION_REQUIRED: &str = "CONFIRMATION_REQUIRED";
 const NOT_FOUND: &str = "NOT_FOUND";
 const STORE_UNAVAILABLE: &str = "STORE_UNAVAILABLE";
 
-fn internal(message: impl Into<Cow<'static, str>>, reason: &str) -> ErrorData {
-    ErrorData::new(ErrorCode::INTERNAL_ERROR, message, Some(json!({ "toolgate": reason })))
+/// The upstream request for a client's `method` with `params` (its `_meta`
+/// is restored from the context by `forward_failing`).
+fn relay_request<P: serde::Serialize>(method: &str, params: &P) -> Result<ClientRequest, ErrorData> {
+    let mut message = Map::new();
+    message.insert("method".into(), Value::String(method.to_owned()));
+    match serde_json::to_value(params) {
+        Ok(Value::Null) => {}
+        Ok(Value::Object(mut p)) => {
+            // `_meta` is restored from the context by `forward_failing`.
+            p.remove("_meta");
+            message.insert("params".into(), Value::Object(p));
+        }
+        Ok(other) => {
+            message.insert("params".into(), other);
+        }
+        Err(e) => {
+            return Err(internal(
+                format!("toolgate proxy: could not relay {method}: {e}"),
+                "PROXY_ERROR",
+            ));
+        }
+    }
+    from_json(Value::Object(message))
 }
 
-/// The gateway's code when `error` says a request got no answer from the
-/// upstream (`upstream_error`'s codes), as one of a fixed set: an audit
-/// line never carries a code the upstream wrote.
-fn unanswered(error: &ErrorData) -> Option<&'static str> {
-    const UNANSWERED: [&str; 4] = ["UPSTREAM_CLOSED", "UPSTREAM_TIMEOUT", "UPSTREAM_ERROR", "CANCELLED"];
-    let said = error.data.as_ref()?.get("toolgate")?.as_str()?;
-    (error.code == ErrorCode::INTERNAL_ERROR)
-        .then(|| UNANSWERED.into_iter().find(|code| *code == said))
-        .flatten()
+/// A failed upstream request: the client's answer and, when the upstream
+/// gave no answer of its own, the gateway's code for it (decided from how
+/// the request failed, never from what an upstream wrote).
+struct Failure {
+    error: ErrorData,
+    code: Option<&'static str>,
+}
+
+impl Failure {
+    /// A failure that is an answer (the gateway's or the upstream's own).
+    fn answer(error: ErrorData) -> Failure {
+        Failure { error, code: None }
+    }
+}
+
+fn internal(message: impl Into<Cow<'static, str>>, reason: &str) -> ErrorData {
+    ErrorData::new(ErrorCode::INTERNAL_ERROR, message, Some(json!({ "toolgate": reason })))
 }
 
 fn convert<T: serde::Serialize, U: serde::de::DeserializeOwned>(value: &T) -> Result<U, ErrorData> {
@@ -837,7 +869,7 @@ impl SessionState {
         // With a shared 2026-07-28 session (`--listen`), readiness is its
         // own: a handshake-era session loading its catalog while the shared
         // one reopens says nothing about whether that one can decide.
-        if self.is_shared() || !self.config.has_shared_session() {
+        if self.is_current_shared() || !self.config.has_shared_session() {
             self.config.metrics.set_ready(true);
         }
         Ok(Rules {
@@ -881,6 +913,12 @@ impl SessionState {
     }
 
     async fn upstream_error(&self, error: ServiceError, method: &str) -> ErrorData {
+        self.upstream_failure(error, method).await.error
+    }
+
+    /// What a failed upstream request answers the client, and, when the
+    /// upstream gave no answer of its own, the gateway's code for it.
+    async fn upstream_failure(&self, error: ServiceError, method: &str) -> Failure {
         let why = match self.upstream.get() {
             Some(up) => up.fault.describe().await,
             None => None,
@@ -888,7 +926,7 @@ impl SessionState {
         let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
         let gone = self.ends_upstream_session(&error);
         let (message, code) = match error {
-            ServiceError::McpError(e) => return e,
+            ServiceError::McpError(e) => return Failure::answer(e),
             ServiceError::Timeout { timeout } => (
                 format!(
                     "toolgate proxy: the upstream server did not answer {method} within {} s; the request was cancelled upstream",
@@ -914,7 +952,10 @@ impl SessionState {
             ),
         };
         self.config.metrics.upstream_failed(code);
-        internal(message, code)
+        Failure {
+            error: internal(message, code),
+            code: Some(code),
+        }
     }
 
     /// Whether `error` means this upstream session is over: the connection
@@ -952,38 +993,30 @@ impl SessionState {
         params: &P,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        let mut message = Map::new();
-        message.insert("method".into(), Value::String(method.to_owned()));
-        match serde_json::to_value(params) {
-            Ok(Value::Null) => {}
-            Ok(Value::Object(mut p)) => {
-                // `_meta` is restored from the context by `forward`.
-                p.remove("_meta");
-                message.insert("params".into(), Value::Object(p));
-            }
-            Ok(other) => {
-                message.insert("params".into(), other);
-            }
-            Err(e) => {
-                return Err(internal(
-                    format!("toolgate proxy: could not relay {method}: {e}"),
-                    "PROXY_ERROR",
-                ));
-            }
-        }
-        let request: ClientRequest = from_json(Value::Object(message))?;
+        let request = relay_request(method, params)?;
         self.forward(request, ctx).await
+    }
+
+    /// Sends a request upstream on behalf of the client (`forward_failing`).
+    async fn forward(
+        &self,
+        request: ClientRequest,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        self.forward_failing(request, ctx)
+            .await
+            .map_err(|failure| failure.error)
     }
 
     /// Sends a request upstream on behalf of the client: its `_meta` kept,
     /// its progress token mapped, cancellation relayed, a timeout that
     /// progress resets.
-    async fn forward(
+    async fn forward_failing(
         &self,
         mut request: ClientRequest,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<ServerResult, ErrorData> {
-        let up = self.upstream()?;
+    ) -> Result<ServerResult, Failure> {
+        let up = self.upstream().map_err(Failure::answer)?;
         let method = request.method().to_owned();
         *request.extensions_mut() = Extensions::default();
         request.get_meta_mut().extend(end_to_end_meta(&ctx.meta).into());
@@ -992,7 +1025,7 @@ impl SessionState {
         let started = std::time::Instant::now();
         let handle = match up.peer.send_cancellable_request(request, options).await {
             Ok(handle) => handle,
-            Err(e) => return Err(self.upstream_error(e, &method).await),
+            Err(e) => return Err(self.upstream_failure(e, &method).await),
         };
         let upstream_token = handle.progress_token.clone();
         let id = handle.id.clone();
@@ -1012,12 +1045,12 @@ impl SessionState {
             Ok(mut r) => {
                 stamp_complete(&mut r);
                 if let (ServerResult::CreateTaskResult(created), Some(mut tasks)) = (&r, self.task_table()) {
-                    let caller = self.config.caller(&ctx.extensions)?;
+                    let caller = self.config.caller(&ctx.extensions).map_err(Failure::answer)?;
                     tasks.started(&created.task.task_id, &caller.subject);
                 }
                 Ok(r)
             }
-            Err(e) => Err(self.upstream_error(e, &method).await),
+            Err(e) => Err(self.upstream_failure(e, &method).await),
         }
     }
 
@@ -1314,6 +1347,8 @@ impl SessionState {
     ) -> Result<ServerResult, ErrorData> {
         let forward = outcome.forward.as_deref().unwrap_or("{}");
         let arguments: Map<String, Value> = serde_json::from_str(forward).map_err(|e| {
+            // Its `forwarded` line is written: the log says it was not sent.
+            self.audit(call.line(Some("ENGINE_ERROR"), "not_sent"));
             internal(
                 format!("toolgate proxy: unreadable arguments from the engine: {e}; the call was not forwarded"),
                 "ENGINE_ERROR",
@@ -1325,22 +1360,25 @@ impl SessionState {
 
     /// Sends an allowed call upstream. Its `forwarded` line was written
     /// before (so a crash mid-call still leaves it); a call that got no
-    /// answer from the upstream adds a line `upstream_failed` with the
-    /// gateway's code, so the log tells which forwarded calls may not have
-    /// run (`UPSTREAM_TIMEOUT`, `UPSTREAM_CLOSED`: unknown; the others: not).
+    /// answer of the upstream's own adds a line `upstream_failed` with the
+    /// gateway's code, so the log tells which forwarded calls have no known
+    /// result. Each may have run: a timeout or a closed connection says
+    /// nothing, an answer rmcp could not read (`UPSTREAM_ERROR`) came after
+    /// the call, and a cancellation (`CANCELLED`) is a request the upstream
+    /// may not honour.
     async fn send_call(
         &self,
         call: &Call<'_>,
         params: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        let result = self.relay("tools/call", params, ctx).await;
-        if let Err(error) = &result
-            && let Some(code) = unanswered(error)
-        {
-            self.audit(call.line(Some(code), "upstream_failed"));
-        }
-        result
+        let request = relay_request("tools/call", params)?;
+        self.forward_failing(request, ctx).await.map_err(|failure| {
+            if let Some(code) = failure.code {
+                self.audit(call.line(Some(code), "upstream_failed"));
+            }
+            failure.error
+        })
     }
 
     /// A call that needs a person's confirmation from a client that cannot

@@ -129,7 +129,7 @@ impl std::fmt::Debug for GateState {
 /// Reads the body, keeping at most `keep` bytes of it; stops reading once
 /// more than `stop_past` bytes have come. The bytes kept and the count read;
 /// `None` if the body fails.
-async fn read_body(body: Body, keep: usize, stop_past: usize) -> Option<(Vec<u8>, usize)> {
+pub(crate) async fn read_body(body: Body, keep: usize, stop_past: usize) -> Option<(Vec<u8>, usize)> {
     use http_body_util::BodyExt;
     let mut body = body;
     let mut kept = Vec::new();
@@ -159,10 +159,17 @@ fn session_closed(mut response: Response) -> Response {
     response
 }
 
+/// How much of an over-long body is still read (and dropped) before it is
+/// answered: a client sends its whole body before it reads the answer, and
+/// a connection closed on unread bytes is reset, which can destroy the
+/// answer on its way (a 20 MB message got "broken pipe" instead of its
+/// JSON-RPC error, now and then).
+const READ_PAST_BOUND: usize = 48 * 1024 * 1024;
+
 /// How long a request's body is waited for.
 pub const BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn closing(mut response: Response) -> Response {
+pub(crate) fn closing(mut response: Response) -> Response {
     response
         .headers_mut()
         .insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
@@ -298,12 +305,12 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
     }
     let (mut parts, body) = request.into_parts();
     // `MAX_MESSAGE_BYTES + 1` bytes are enough to tell an over-long body
-    // and to find its id; no more is read (nor kept), and a body is waited
-    // for at most `body_wait`, so a client cannot hold the gateway's memory
-    // with bodies it sends slowly or without end.
+    // and to find its id; no more is kept, and a body is waited for at most
+    // `body_wait`, so a client cannot hold the gateway's memory with bodies
+    // it sends slowly or without end.
     let read = tokio::time::timeout(
         state.body_wait,
-        read_body(body, MAX_MESSAGE_BYTES + 1, MAX_MESSAGE_BYTES),
+        read_body(body, MAX_MESSAGE_BYTES + 1, MAX_MESSAGE_BYTES + READ_PAST_BOUND),
     )
     .await;
     let Ok(read) = read else {
@@ -313,11 +320,17 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         return StatusCode::BAD_REQUEST.into_response();
     };
     if total > MAX_MESSAGE_BYTES {
-        // The rest of the body is left unread: the connection is not reused.
-        return closing(json(
+        let answer = json(
             StatusCode::BAD_REQUEST,
             &gate::too_large(&bytes).answer().unwrap_or_default(),
-        ));
+        );
+        // Read to its end, the body leaves the connection usable; past
+        // that, the rest is left unread and the connection is not reused.
+        return if total > MAX_MESSAGE_BYTES + READ_PAST_BOUND {
+            closing(answer)
+        } else {
+            answer
+        };
     }
     let admission = gate::admit(&bytes, &state.relay);
     match admission {

@@ -5,14 +5,20 @@
 //! - **Header time.** A request's headers must arrive within
 //!   `header_timeout`, and so must the next request on a kept-alive
 //!   connection: a client that opens connections and sends headers slowly,
-//!   or never, loses them (hyper's own default, 30 s, only runs with a timer,
-//!   which `axum::serve` does not give it). A response being sent, an SSE
-//!   stream among them, is not limited.
+//!   or never, loses them (hyper's own default only runs with a timer, which
+//!   `axum::serve` does not give it). hyper runs one timer for both, so the
+//!   default (75 s) is above a load balancer's usual idle timeout (60 s): a
+//!   pooled connection closed under it would be a 502. A response being
+//!   sent, an SSE stream among them, is not limited. Bodies are bounded
+//!   where they are read (`/mcp`'s gate, the approval form).
 //! - **Connections.** At most `max_connections` are served at once; a socket
 //!   past that waits in the kernel's backlog until one closes (as Go's
 //!   `LimitListener` does) rather than being accepted and dropped, so a
-//!   burst delays clients instead of failing them. Held connections are cut by
-//!   the header time, so holding every place costs a client fresh requests.
+//!   burst delays clients instead of failing them. This bounds the
+//!   gateway's resources; it is no defence against a flood (sockets that
+//!   send nothing are cut only by the header time): that is the load
+//!   balancer's job, and probes belong on `--metrics`, which has its own
+//!   places.
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -130,7 +136,7 @@ impl Connection {
         {
             tracing::info!(
                 listener = self.open.listener,
-                "a connection sent no complete request headers in time: closed"
+                "a connection sent no complete request in --header-timeout (slow headers, or idle): closed"
             );
             self.open.metrics.header_timed_out();
         }

@@ -138,7 +138,7 @@ impl Metrics {
         let header_timeouts = Counter::default();
         registry.register(
             "http_header_timeouts",
-            "connections closed because a request's headers did not arrive within --header-timeout",
+            "connections closed by --header-timeout: a request's headers did not arrive in time, or a kept-alive connection stayed idle that long",
             header_timeouts.clone(),
         );
         Metrics {

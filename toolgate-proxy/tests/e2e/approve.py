@@ -491,10 +491,21 @@ async def browser_pages(root):
                 listing.get("status") == 200 and "read_text_file" in listing.get("text", ""),
                 listing,
             )
-            foreign = await browser.browser.new_page()
-            await foreign.goto(f"http://evil.example.test:{page_port}/")
-            refused = await foreign.evaluate(FETCH, [url, initialize, None])
-            check("browser: a foreign page's request is stopped (CORS)", "error" in refused, refused)
+            # The same request from pages the gateway grants no CORS: a
+            # foreign origin, and this machine's own (a local dev server
+            # must not drive a gateway without --auth).
+            for label, origin in [
+                ("a foreign page", "http://evil.example.test"),
+                ("a localhost page", "http://localhost"),
+            ]:
+                other = await browser.browser.new_page()
+                await other.goto(f"{origin}:{page_port}/")
+                refused = await other.evaluate(FETCH, [url, initialize, None])
+                check(
+                    f"browser: {label}'s request is stopped (CORS)",
+                    "error" in refused and opened.get("session"),
+                    refused,
+                )
     finally:
         gateway.terminate()
         gateway.wait(10)

@@ -2607,12 +2607,23 @@ async def cors(gw, log):
             and all(h in allowed_headers for h in ("content-type", "authorization", "mcp-method")),
             (r.status_code, dict(r.headers)),
         )
-        r = await http.options(gw.url, headers=preflight("https://evil.example"))
-        check(
-            "CORS: a foreign page's preflight gets no CORS headers",
-            "access-control-allow-origin" not in r.headers,
-            (r.status_code, dict(r.headers)),
-        )
+        for label, origin in [
+            ("a foreign page", "https://evil.example"),
+            ("this machine's page", f"http://localhost:{gw.port + 1}"),
+        ]:
+            r = await http.options(gw.url, headers=preflight(origin))
+            check(
+                f"CORS: {label}'s preflight is not granted (no Access-Control-Allow-Origin)",
+                "access-control-allow-origin" not in r.headers,
+                (r.status_code, dict(r.headers)),
+            )
+        for method in ("OPTIONS", "GET"):
+            r = await http.request(method, gw.base + "/approve/x", headers=preflight("https://app.example.com"))
+            check(
+                f"CORS: the approval pages grant no origin ({method})",
+                not any(h.startswith("access-control-") for h in r.headers),
+                (r.status_code, dict(r.headers)),
+            )
         r = await http.post(
             gw.url, json=legacy_initialize("cors"), headers={**BASE_HEADERS, "Origin": "https://app.example.com"}
         )
@@ -2831,16 +2842,27 @@ async def connection_bounds():
     check("a kept-alive connection is answered", status.startswith(b"HTTP/1.1 200"), status)
     check("...and closed once idle past the header time", await closed_by_peer(reader, 10))
     writer.close()
+    # The approval pages (on --listen, no login) read a form's body for 10 s
+    # at most: one that never comes holds nothing.
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    writer.write(b"POST /approve/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n")
+    await writer.drain()
+    check("an approval form whose body never comes: the connection is closed", await closed_by_peer(reader, 20))
+    writer.close()
     async with http_client() as http:
         text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
     timeouts = metric_samples(text, "toolgate_http_header_timeouts_total").get(frozenset())
-    check("metrics: both are counted (toolgate_http_header_timeouts_total)", timeouts == 2, timeouts)
+    check("metrics: the first two are counted (toolgate_http_header_timeouts_total)", timeouts == 2, timeouts)
     gw.stop()
 
     gw = Gateway("capped", "--max-connections", "2", "--metrics", f"127.0.0.1:{mport}", upstream_args=upstream)
     check("gateway with --max-connections 2 starts", gw.up, gw.stderr()[-300:])
+
     # wait_port's probe closed at once; its place frees once that is seen.
-    await wait_for(lambda: open_connections(mport) == 0)
+    async def none_open():
+        return await open_connections(mport) == 0
+
+    check("...the start-up probe's connection is seen closed", await wait_for(none_open))
     holders = []
     for _ in range(2):
         reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
