@@ -1492,6 +1492,45 @@ async def upstream_restart():
     restarted.terminate()
 
 
+async def readiness_is_the_shared_session_s():
+    """/readyz says whether MCP 2026-07-28 calls can be decided: while the
+    shared upstream session cannot open, a handshake-era client's own session
+    loading its catalog does not make the gateway ready."""
+    ca_key, ca_cert = make_ca("toolgate e2e readiness CA")
+    leaf_key, leaf_cert = make_server_cert(ca_key, ca_cert)
+    ca_pem, cert_pem, key_pem = (TMP / n for n in ("ready-ca.pem", "ready.pem", "ready-key.pem"))
+    write_pem(ca_pem, cert=ca_cert)
+    write_pem(cert_pem, cert=leaf_cert)
+    write_pem(key_pem, key=leaf_key)
+    log = TMP / "ready-upstream.jsonl"
+    os.environ["UPSTREAM_REFUSE_CLIENT"] = "toolgate-proxy"
+    try:
+        upstream, port = start_https_upstream("ready", log, cert_pem, key_pem)
+    finally:
+        del os.environ["UPSTREAM_REFUSE_CLIENT"]
+    url = f"https://127.0.0.1:{port}/mcp"
+    gw = Gateway("ready", "--upstream", url, "--upstream-ca", ca_pem)
+    async with http_client() as http:
+        refused = await wait_for(lambda: any(e.get("initialize_refused") for e in log_entries(log)), 15)
+        r = await http.get(gw.base + "/readyz")
+        check("the shared session cannot open: /readyz 503", refused and r.status_code == 503, (refused, r.status_code))
+        async with mcp_client(gw.url, mode="legacy") as legacy:
+            result = await legacy.call_tool("read_note", {"name": "ready-legacy"})
+            check(
+                "...a handshake-era client's own session works",
+                blocked_code(result) is None and ran(log, "read_note", name="ready-legacy"),
+                result,
+            )
+            r = await http.get(gw.base + "/readyz")
+            check(
+                "...and /readyz stays 503 (that session says nothing of the shared one)",
+                r.status_code == 503,
+                r.status_code,
+            )
+    gw.stop()
+    upstream.terminate()
+
+
 async def graceful_stop():
     """SIGTERM while a client holds its session (and GET stream) and a call is
     in flight: /readyz turns 503, the call finishes, the gateway exits."""
@@ -2938,6 +2977,7 @@ async def main():
         await section("TLS upstream", tls_upstream())
         await section("mutual TLS upstream", mtls_upstream())
         await section("upstream restart", upstream_restart())
+        await section("readiness", readiness_is_the_shared_session_s())
         await section("graceful stop", graceful_stop())
         await section("token introspection", introspection(auth_server))
         await section("shadow", shadow())

@@ -18,6 +18,8 @@ description and sends notifications/tools/list_changed.
 UPSTREAM_JSON_RESPONSE=1 answers each POST with one JSON body (no SSE).
 UPSTREAM_READ_NOTE_DESTRUCTIVE=1 serves read_note as a destructive tool (a
 redeploy that changed it).
+UPSTREAM_REFUSE_CLIENT=NAME answers an HTTP initialize from the client named
+NAME with a 503 (the gateway's own session cannot open; its clients' can).
 `--tasks` adds `background`, which the server runs as a task (SEP-2663: the
 call is answered `resultType: "task"`, the result read with `tasks/get`),
 with ids that count up (`task-1`, `task-2`, ...), as many servers' do; it does
@@ -231,7 +233,16 @@ def main():
                 message = await receive()
                 body += message.get("body", b"")
                 more = message.get("more_body", False)
-            if b'"name":"overloaded"' in body.replace(b" ", b""):
+            compact = body.replace(b" ", b"")
+            refused = os.environ.get("UPSTREAM_REFUSE_CLIENT", "").encode()
+            if refused and b'"method":"initialize"' in compact and b'"name":"' + refused + b'"' in compact:
+                record({"initialize_refused": refused.decode()})
+                await send(
+                    {"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": b"not for you"})
+                return
+            if b'"name":"overloaded"' in compact:
                 record({"tool": "overloaded", "http_status": 503})
                 await send(
                     {"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]}
