@@ -100,7 +100,8 @@ pub struct ProxyArgs {
     pub approve_listen: Option<String>,
     /// The approval links' base as the person's browser reaches it (e.g.
     /// behind a reverse proxy: https://toolgate.example.com). Default:
-    /// http:// and the address the pages are served on.
+    /// the address the pages are served on, http:// (https:// on `--listen`
+    /// with `--tls-cert`: give the name the certificate is for here).
     #[arg(long, value_name = "URL")]
     pub approve_url: Option<String>,
     /// Who may call: `none` (the default; `--scopes` for everyone), `jwt`
@@ -616,6 +617,15 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
             config.metrics.clone(),
         );
     }
+    // Read before the upstream is started: a wrong file is a usage error.
+    let listen_tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::tls::acceptor(&crate::tls::ListenTls {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        })?),
+        _ => None,
+    };
     let connection_limits = ConnectionLimits {
         header_timeout: Duration::from_secs(args.header_timeout),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
@@ -673,14 +683,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 },
                 grace: Duration::from_secs(args.shutdown_grace),
                 connections: connection_limits,
-                tls: match (&args.tls_cert, &args.tls_key) {
-                    (Some(cert), Some(key)) => Some(crate::tls::acceptor(&crate::tls::ListenTls {
-                        cert: cert.clone(),
-                        key: key.clone(),
-                        client_ca: args.tls_client_ca.clone(),
-                    })?),
-                    _ => None,
-                },
+                tls: listen_tls,
                 in_flight_per_caller: (args.auth != AuthArg::None)
                     .then(|| usize::try_from(args.max_in_flight_per_caller).unwrap_or(usize::MAX)),
             };

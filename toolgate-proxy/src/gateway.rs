@@ -965,7 +965,11 @@ impl SessionState {
     fn ends_upstream_session(&self, error: &ServiceError) -> bool {
         use rmcp::transport::streamable_http_client::StreamableHttpError;
         match error {
-            ServiceError::TransportClosed => true,
+            // Over HTTP, rmcp answers one request whose response stream was
+            // cut early (a proxy upstream ending a long call) this way too,
+            // while the session lives on; a worker that really ended is seen
+            // by `is_alive` (its transport closed).
+            ServiceError::TransportClosed => !matches!(self.config.upstream, UpstreamSpec::Url(_)),
             ServiceError::TransportSend(sent) => {
                 if !matches!(self.config.upstream, UpstreamSpec::Url(_)) {
                     return true;

@@ -41,6 +41,10 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
 }
 
+/// How long a TLS handshake may take (at most the header time): a few round
+/// trips, so more is a client holding a place.
+const TLS_HANDSHAKE_TIME: Duration = Duration::from_secs(10);
+
 /// How long accepting pauses after an error that is the listener's, not a
 /// client's (out of file descriptors): retrying at once would spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
@@ -98,14 +102,16 @@ pub async fn serve(
             open,
         };
         let tls = tls.clone();
-        let handshake_time = limits.header_timeout;
+        let handshake_time = TLS_HANDSHAKE_TIME.min(limits.header_timeout);
         tokio::spawn(async move {
             match tls {
                 None => connection.run(tcp).await,
                 Some(tls) => match tokio::time::timeout(handshake_time, tls.accept(tcp)).await {
                     Ok(Ok(stream)) => connection.run(stream).await,
-                    Ok(Err(e)) => tracing::info!(listener = name, "a TLS handshake failed: {e}"),
-                    Err(_) => tracing::info!(listener = name, "a TLS handshake did not finish in time"),
+                    // Scanners and probes fail handshakes all day: not worth
+                    // more than a debug line.
+                    Ok(Err(e)) => tracing::debug!(listener = name, "a TLS handshake failed: {e}"),
+                    Err(_) => tracing::debug!(listener = name, "a TLS handshake did not finish in time"),
                 },
             }
             drop(place);

@@ -3,17 +3,18 @@
 //! TLS): the gateway can face a network without a TLS-terminating proxy in
 //! front of it, and bearer tokens never cross it in clear text.
 //!
-//! The certificate is read again when its files change (looked at, at most
-//! every `RECHECK`, by the handshake that comes after): a renewed
-//! certificate (cert-manager, certbot) is served without a restart. A pair
-//! that does not load (half written, a key of another certificate) is said
-//! and the one before is kept.
+//! The certificate is read again when its files change (looked at every
+//! `RECHECK`): a renewed certificate (cert-manager, certbot) is served
+//! without a restart. A pair that does not load (half written, a key of
+//! another certificate) is said and the one before is kept. The client CA
+//! file is read once, at start; every certificate in it is a trust anchor,
+//! and no revocation list is read.
 
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, SystemTime};
 use tokio_rustls::TlsAcceptor;
 
 use crate::ProxyError;
@@ -35,7 +36,7 @@ pub struct ListenTls {
 /// file is a usage error at start.
 pub fn acceptor(files: &ListenTls) -> Result<TlsAcceptor, ProxyError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let certificate = Arc::new(Reloading::new(files.cert.clone(), files.key.clone())?);
+    let certificate = Reloading::new(files.cert.clone(), files.key.clone())?;
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| ProxyError::Usage(format!("TLS could not be set up: {e}")))?;
@@ -76,63 +77,79 @@ fn read_certificates(flag: &str, path: &Path) -> Result<Vec<rustls::pki_types::C
     Ok(certs)
 }
 
-/// The server certificate, read again when its files change.
+/// The server certificate, read again when its files change: a background
+/// task looks at them every `RECHECK` and reads them off the runtime's
+/// threads, so a handshake only clones what is loaded (a filesystem that
+/// stalls delays a renewal, never a handshake).
 #[derive(Debug)]
 struct Reloading {
-    cert: PathBuf,
-    key: PathBuf,
-    state: Mutex<Loaded>,
-}
-
-#[derive(Debug)]
-struct Loaded {
-    key: Arc<CertifiedKey>,
-    /// The files' modification times when `key` was read.
-    stamps: (Option<SystemTime>, Option<SystemTime>),
-    checked: Instant,
+    current: RwLock<Arc<CertifiedKey>>,
 }
 
 impl Reloading {
-    fn new(cert: PathBuf, key: PathBuf) -> Result<Reloading, ProxyError> {
+    fn new(cert: PathBuf, key: PathBuf) -> Result<Arc<Reloading>, ProxyError> {
         let stamps = stamps(&cert, &key);
         let (loaded, _) = key_pair(("--tls-cert", &cert), ("--tls-key", &key))?;
-        Ok(Reloading {
-            state: Mutex::new(Loaded {
-                key: Arc::new(loaded),
-                stamps,
-                checked: Instant::now(),
-            }),
-            cert,
-            key,
-        })
+        let reloading = Arc::new(Reloading {
+            current: RwLock::new(Arc::new(loaded)),
+        });
+        tokio::spawn(watch(Arc::downgrade(&reloading), cert, key, stamps));
+        Ok(reloading)
     }
 
     fn current(&self) -> Arc<CertifiedKey> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.checked.elapsed() >= RECHECK {
-            state.checked = Instant::now();
-            let now = stamps(&self.cert, &self.key);
-            if now != state.stamps {
-                match key_pair(("--tls-cert", &self.cert), ("--tls-key", &self.key)) {
-                    Ok((loaded, _)) => {
-                        tracing::warn!(cert = %self.cert.display(), "the TLS certificate changed: serving the new one");
-                        state.key = Arc::new(loaded);
-                        state.stamps = now;
-                    }
-                    // Retried at the next check: the files may be half written.
-                    Err(e) => {
-                        tracing::error!("the TLS certificate changed but does not load (the one before is kept): {e}")
-                    }
-                }
-            }
-        }
-        state.key.clone()
+        self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 }
 
-fn stamps(cert: &Path, key: &Path) -> (Option<SystemTime>, Option<SystemTime>) {
-    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    (modified(cert), modified(key))
+/// Reads the pair again whenever the files' stamps change, until the
+/// certificate is dropped. A pair that does not load (half written, a key
+/// of another certificate) is said, the one before kept, and read again at
+/// the next look.
+async fn watch(reloading: std::sync::Weak<Reloading>, cert: PathBuf, key: PathBuf, mut seen: Stamps) {
+    let mut ticks = tokio::time::interval(RECHECK);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        if reloading.strong_count() == 0 {
+            return;
+        }
+        let (cert, key) = (cert.clone(), key.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let now = stamps(&cert, &key);
+            if now == seen {
+                return (now, None);
+            }
+            let loaded = key_pair(("--tls-cert", &cert), ("--tls-key", &key)).map(|(loaded, _)| loaded);
+            (now, Some((cert, loaded)))
+        })
+        .await;
+        let Ok((now, changed)) = read else { continue };
+        let Some((cert, loaded)) = changed else { continue };
+        let Some(reloading) = reloading.upgrade() else { return };
+        match loaded {
+            Ok(loaded) => {
+                tracing::warn!(cert = %cert.display(), "the TLS certificate changed: serving the new one");
+                *reloading.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
+                seen = now;
+            }
+            Err(e) => tracing::error!("the TLS certificate changed but does not load (the one before is kept): {e}"),
+        }
+    }
+}
+
+/// The files' modification times and lengths: a change of either is a
+/// change (a rewrite within one clock tick changes the length, mostly).
+type Stamps = [Option<(SystemTime, u64)>; 2];
+
+fn stamps(cert: &Path, key: &Path) -> Stamps {
+    let stamp = |path: &Path| {
+        std::fs::metadata(path)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())))
+    };
+    [stamp(cert), stamp(key)]
 }
 
 impl ResolvesServerCert for Reloading {

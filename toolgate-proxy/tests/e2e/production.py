@@ -2760,6 +2760,15 @@ async def listen_tls():
         return status == 200
 
     check("...a renewed certificate is served without a restart", await wait_for(renewed, 25, 1), gw.stderr()[-400:])
+    # A renewal half done (the old key under the new certificate) does not
+    # load: it is said, and the certificate served stays the one before.
+    write_pem(key_pem, key=leaf_key)
+    said = await wait_for(lambda: "does not load" in gw.stderr(), 25, 1)
+    check(
+        "...a pair that does not load is said, and the one before is still served",
+        said and await renewed(),
+        gw.stderr()[-400:],
+    )
     gw.stop()
 
     client_key, client_cert = make_client_cert(ca_key, ca_cert)
