@@ -630,6 +630,18 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
         header_timeout: Duration::from_secs(args.header_timeout),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
     };
+    // The metrics and the pages' own listeners: plain HTTP, served until the
+    // process ends.
+    let serve_plain = |listener, router| {
+        tokio::spawn(crate::listen::serve(
+            listener,
+            router,
+            connection_limits,
+            None,
+            config.metrics.clone(),
+            std::future::pending(),
+        ))
+    };
     if let Some(addr) = &args.metrics {
         let (listener, local) = bind(addr).await?;
         let router = crate::metrics::router(config.metrics.clone());
@@ -640,14 +652,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 "toolgate proxy: WARNING: --metrics {addr} is reachable beyond this machine without authentication, and its labels name every tool, hidden ones included: keep it on a network only the scraper reaches"
             );
         }
-        tokio::spawn(crate::listen::serve(
-            ("metrics", listener),
-            router,
-            connection_limits,
-            None,
-            config.metrics.clone(),
-            std::future::pending(),
-        ));
+        serve_plain(("metrics", listener), router);
     }
     let own_pages = match (&args.approve_listen, &args.listen) {
         (Some(addr), _) => Some(addr.as_str()),
@@ -657,14 +662,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     if let Some(addr) = own_pages {
         let (listener, local) = bind(addr).await?;
         let router = approve_router(&config, local, args.approve_url.as_deref(), "http");
-        tokio::spawn(crate::listen::serve(
-            ("approve", listener),
-            router,
-            connection_limits,
-            None,
-            config.metrics.clone(),
-            std::future::pending(),
-        ));
+        serve_plain(("approve", listener), router);
     }
     let served = match &args.listen {
         Some(addr) => {

@@ -232,36 +232,33 @@ fn too_many_sessions(id: &rmcp::model::RequestId, full: Full) -> Response {
              (--max-sessions-per-caller); close one (DELETE) or let one expire, then try again"
         }
     };
-    let error = rmcp::model::ErrorData::new(
-        ErrorCode(TOO_MANY_SESSIONS_CODE),
-        message,
-        Some(serde_json::json!({ "toolgate": "TOO_MANY_SESSIONS" })),
-    );
-    let mut response = json(StatusCode::TOO_MANY_REQUESTS, &gate::error_message(Some(id), &error));
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
-    response
+    too_many(id, "TOO_MANY_SESSIONS", message, "5")
 }
 
 /// The answer to a request past `--max-in-flight-per-caller`: `429`, with a
 /// JSON-RPC error (`TOO_MANY_REQUESTS`, retryable once one is answered).
 fn too_many_requests(id: &rmcp::model::RequestId) -> Response {
+    let message = "toolgate proxy: this caller has as many requests in flight as one caller may \
+                   (--max-in-flight-per-caller); try again once one is answered";
+    too_many(id, "TOO_MANY_REQUESTS", message, "1")
+}
+
+/// `429` with `Retry-After` and a JSON-RPC error naming the gateway's `code`.
+fn too_many(id: &rmcp::model::RequestId, code: &str, message: &'static str, retry_after: &'static str) -> Response {
     let error = rmcp::model::ErrorData::new(
-        ErrorCode(TOO_MANY_SESSIONS_CODE),
-        "toolgate proxy: this caller has as many requests in flight as one caller may \
-         (--max-in-flight-per-caller); try again once one is answered",
-        Some(serde_json::json!({ "toolgate": "TOO_MANY_REQUESTS" })),
+        ErrorCode(TOO_MANY_CODE),
+        message,
+        Some(serde_json::json!({ "toolgate": code })),
     );
     let mut response = json(StatusCode::TOO_MANY_REQUESTS, &gate::error_message(Some(id), &error));
     response
         .headers_mut()
-        .insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        .insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static(retry_after));
     response
 }
 
 /// JSON-RPC's first implementation-defined server error.
-const TOO_MANY_SESSIONS_CODE: i32 = -32000;
+const TOO_MANY_CODE: i32 = -32000;
 
 fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
     headers

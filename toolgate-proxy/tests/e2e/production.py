@@ -2802,44 +2802,15 @@ async def listen_tls():
         answers["the CA's"],
     )
     gw.stop()
-    code, err = exits(
-        [
-            PROXY,
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            "--tls-cert",
-            cert_pem,
-            "--tls-key",
-            new_ca_pem,
-            "--",
-            *upstream,
-        ]
-    )
-    check(
-        "a --tls-key that is no key: refused at start, exit 64, naming the flag",
-        code == 64 and "--tls-key" in err,
-        (code, err[-300:]),
-    )
     other_key_pem = TMP / "listen-other-key.pem"
     write_pem(other_key_pem, key=new_key)
-    code, err = exits(
-        [
-            PROXY,
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            "--tls-cert",
-            cert_pem,
-            "--tls-key",
-            other_key_pem,
-            "--",
-            *upstream,
-        ]
-    )
-    check(
-        "a --tls-key of another certificate: refused at start, exit 64",
-        code == 64 and "not the key" in err,
-        (code, err[-300:]),
-    )
+    for label, key, said in [
+        ("a --tls-key that is no key", new_ca_pem, "--tls-key"),
+        ("a --tls-key of another certificate", other_key_pem, "not the key"),
+    ]:
+        argv = [PROXY, "--listen", f"127.0.0.1:{free_port()}", "--tls-cert", cert_pem, "--tls-key", key]
+        code, err = exits([*argv, "--", *upstream])
+        check(f"{label}: refused at start, exit 64, saying why", code == 64 and said in err, (code, err[-300:]))
 
 
 async def closed_by_peer(reader, within):
