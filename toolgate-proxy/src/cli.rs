@@ -156,6 +156,13 @@ pub struct ProxyArgs {
     /// origins (not this machine's) may also read the answers (CORS).
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
     pub allow_origins: Vec<String>,
+    /// `--listen`: a name clients reach the gateway by (`toolgate`,
+    /// `mcp.internal.example`), accepted in the `Host` header beside this
+    /// machine's (`localhost`, its addresses) and `--resource`'s. A request
+    /// naming any other host is refused (403): a web page that rebinds its
+    /// own name to the gateway's address cannot drive it. Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME", requires = "listen", value_parser = host_name)]
+    pub allow_hosts: Vec<String>,
     /// `--listen`: how many handshake-era sessions may be open at once in
     /// all (each holds an upstream session; with a stdio upstream, a child
     /// process). An `initialize` past it is answered 429
@@ -661,7 +668,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     };
     if let Some(addr) = own_pages {
         let (listener, local) = bind(addr).await?;
-        let router = approve_router(&config, local, args.approve_url.as_deref(), "http");
+        let router = approve_router(&config, (local, &args.allow_hosts), args.approve_url.as_deref(), "http");
         serve_plain(("approve", listener), router);
     }
     let served = match &args.listen {
@@ -674,6 +681,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 resource_host: args.resource.as_deref().map(|r| outbound::host_of(r).to_owned()),
                 origins: allowed_origins(&args),
                 readable_by: args.allow_origins.clone(),
+                allowed_hosts: &args.allow_hosts,
                 limits: SessionLimits {
                     total: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
                     per_caller: (args.auth != AuthArg::None)
@@ -742,12 +750,11 @@ async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
 /// `--listen` with `--tls-cert`), for the links when `public` is not given.
 fn approve_router(
     config: &Arc<Config>,
-    local: std::net::SocketAddr,
+    (local, allowed_hosts): (std::net::SocketAddr, &[String]),
     public: Option<&str>,
     scheme: &str,
 ) -> axum::Router {
-    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
-    hosts.push(local.ip().to_string());
+    let mut hosts = own_hosts(local, allowed_hosts);
     let base = match public {
         Some(url) => {
             let url = url.trim_end_matches('/').to_owned();
@@ -781,6 +788,8 @@ struct Served<'a> {
     auth: Option<Arc<Authenticator>>,
     /// `--resource`'s host, accepted in `Host` headers.
     resource_host: Option<String>,
+    /// `--allow-host` names, accepted in `Host` headers.
+    allowed_hosts: &'a [String],
     /// Browser origins whose requests `/mcp` answers.
     origins: Vec<String>,
     /// Browser origins whose pages may read the answers (CORS): the
@@ -797,6 +806,34 @@ struct Served<'a> {
     in_flight_per_caller: Option<usize>,
     /// `--tls-cert`: every connection is TLS.
     tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// The names accepted in a `Host` header on a listener bound to `local`:
+/// this machine's, its address, and the `--allow-host` ones.
+fn own_hosts(local: std::net::SocketAddr, allowed: &[String]) -> Vec<String> {
+    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+    hosts.push(local.ip().to_string());
+    hosts.extend(allowed.iter().cloned());
+    hosts
+}
+
+/// `--allow-host`: a DNS name or an address, without scheme, port or path.
+fn host_name(text: &str) -> Result<String, String> {
+    let fits = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']'));
+    let has_port = text
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        && !text.starts_with('[')
+        && text.matches(':').count() == 1;
+    if !fits || has_port {
+        return Err(format!(
+            "{text:?}: a host name alone (`toolgate`, `mcp.example.com`), without scheme, port or path"
+        ));
+    }
+    Ok(text.to_ascii_lowercase())
 }
 
 /// The browser origins `/mcp` answers (MCP's transport: a server must
@@ -957,8 +994,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
     let (listener, local) = bind(addr).await?;
-    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
-    hosts.push(local.ip().to_string());
+    let mut hosts = own_hosts(local, served.allowed_hosts);
     if let Some(host) = served.resource_host {
         hosts.push(host.split(':').next().unwrap_or_default().to_owned());
         hosts.push(host);
@@ -974,6 +1010,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         in_flight_per_caller,
         tls,
         readable_by,
+        allowed_hosts,
         ..
     } = served;
     let sessions = Arc::new(LocalSessionManager::default());
@@ -989,7 +1026,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         body_wait: crate::http::BODY_WAIT,
     });
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let pages = with_pages.then(|| approve_router(&config, local, public, scheme));
+    let pages = with_pages.then(|| approve_router(&config, (local, allowed_hosts), public, scheme));
     let metrics = config.metrics.clone();
     let readiness = metrics.clone();
     let connection_metrics = metrics.clone();

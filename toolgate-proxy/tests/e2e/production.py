@@ -2574,7 +2574,9 @@ async def origins():
     --allow-origin ones: a web page the person visits cannot drive it."""
     log = TMP / "origin-upstream.jsonl"
     gw = Gateway(
-        "origin", "--allow-origin", "https://app.example.com", upstream_args=upstream_cmd(log, TMP / "notes-origin")
+        "origin",
+        *("--allow-origin", "https://app.example.com", "--allow-host", "gw.example"),
+        upstream_args=upstream_cmd(log, TMP / "notes-origin"),
     )
     check("gateway with --allow-origin starts", gw.up, gw.stderr()[-300:])
     async with http_client() as http:
@@ -2595,6 +2597,27 @@ async def origins():
     check("a page of this machine: 200", answers["this machine"] == 200, answers)
     check("a foreign page: 403", answers["foreign"] == 403, answers)
     check("...and its call reached nothing", not ran(log, "read_note", name="origin-foreign"))
+    async with http_client() as http:
+        hosts = {}
+        for host in ("gw.example", "other.example"):
+            body, headers = raw_call("read_note", {"name": f"host-{host}"})
+            r = await http.post(gw.url, json=body, headers={**headers, "Host": f"{host}:{gw.port}"})
+            page = await http.get(gw.base + "/approve/x", headers={"Host": host})
+            hosts[host] = (r.status_code, page.status_code)
+    check(
+        "--allow-host: a request naming that host is served (the call, the approval pages)",
+        hosts["gw.example"][0] == 200
+        and hosts["gw.example"][1] != 403
+        and ran(log, "read_note", name="host-gw.example"),
+        hosts,
+    )
+    check(
+        "...one naming another host: 403 (the call reached nothing, the pages refuse)",
+        hosts["other.example"] == (403, 403) and not ran(log, "read_note", name="host-other.example"),
+        hosts,
+    )
+    code, err = exits([PROXY, "--listen", "127.0.0.1:0", "--allow-host", "gw.example:8080", "--", "true"])
+    check("--allow-host with a port: a usage error (64)", code == 64 and "--allow-host" in err, (code, err[-300:]))
     await cors(gw, log)
     gw.stop()
     # With --auth the preflight is answered before the token is asked for
