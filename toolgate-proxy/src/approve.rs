@@ -527,16 +527,25 @@ const FORM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: HeaderMap, body: Body) -> Response {
     if !host_allowed(&served, &headers) || !origin_allowed(&headers) {
-        return respond(StatusCode::FORBIDDEN, message("Forbidden", "Not from this page."));
+        let refused = respond(StatusCode::FORBIDDEN, message("Forbidden", "Not from this page."));
+        return crate::http::answer_after_body(body, refused).await;
     }
     let read = tokio::time::timeout(FORM_WAIT, crate::http::read_body(body, FORM_BYTES, FORM_BYTES)).await;
     let body = match read {
         Ok(Some((kept, total))) if total <= FORM_BYTES => kept,
-        _ => {
-            return crate::http::closing(respond(
+        Ok(Some(_)) => {
+            let long = message("Payload too large", "An approval form is a few hundred bytes.");
+            return crate::http::closing(respond(StatusCode::PAYLOAD_TOO_LARGE, long));
+        }
+        Ok(None) => {
+            return respond(
                 StatusCode::BAD_REQUEST,
-                message("Bad request", "The form did not arrive whole."),
-            ));
+                message("Bad request", "The form could not be read."),
+            );
+        }
+        Err(_) => {
+            let late = message("Request timeout", "The form did not arrive in time.");
+            return crate::http::closing(respond(StatusCode::REQUEST_TIMEOUT, late));
         }
     };
     let fields = form_fields(&body);
