@@ -626,11 +626,14 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     }
     // Read before the upstream is started: a wrong file is a usage error.
     let listen_tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(crate::tls::acceptor(&crate::tls::ListenTls {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: args.tls_client_ca.clone(),
-        })?),
+        (Some(cert), Some(key)) => Some(crate::tls::acceptor(
+            &crate::tls::ListenTls {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: args.tls_client_ca.clone(),
+            },
+            config.metrics.clone(),
+        )?),
         _ => None,
     };
     let connection_limits = ConnectionLimits {

@@ -59,6 +59,7 @@ pub struct Metrics {
     upstream_errors: Family<ReasonLabels, Counter>,
     connections: Family<ListenerLabels, Gauge>,
     header_timeouts: Counter,
+    tls_expiry: Gauge,
     ready: AtomicBool,
     /// A stop is draining: not ready again, whatever loads meanwhile.
     draining: AtomicBool,
@@ -141,11 +142,18 @@ impl Metrics {
             "connections closed by --header-timeout: a request's headers did not arrive in time, or a kept-alive connection stayed idle that long",
             header_timeouts.clone(),
         );
+        let tls_expiry = Gauge::default();
+        registry.register(
+            "tls_certificate_expiry_timestamp_seconds",
+            "when the certificate --listen serves (--tls-cert) expires, in Unix seconds",
+            tls_expiry.clone(),
+        );
         Metrics {
             registry,
             upstream_errors,
             connections,
             header_timeouts,
+            tls_expiry,
             rule_set_loads,
             auth_refusals,
             decisions,
@@ -218,6 +226,10 @@ impl Metrics {
 
     pub fn connection_closed(&self, listener: &'static str) {
         self.connections.get_or_create(&ListenerLabels { listener }).dec();
+    }
+
+    pub fn tls_certificate_expires(&self, unix_seconds: u64) {
+        self.tls_expiry.set(i64::try_from(unix_seconds).unwrap_or(i64::MAX));
     }
 
     pub fn header_timed_out(&self) {

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime};
 use tokio_rustls::TlsAcceptor;
 
 use crate::ProxyError;
+use crate::metrics::Metrics;
 use crate::outbound::key_pair;
 
 /// How often the certificate's files are looked at for a change.
@@ -34,9 +35,9 @@ pub struct ListenTls {
 
 /// The acceptor for `files`: reads and checks everything now, so a wrong
 /// file is a usage error at start.
-pub fn acceptor(files: &ListenTls) -> Result<TlsAcceptor, ProxyError> {
+pub fn acceptor(files: &ListenTls, metrics: Arc<Metrics>) -> Result<TlsAcceptor, ProxyError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let certificate = Reloading::new(files.cert.clone(), files.key.clone())?;
+    let certificate = Reloading::new(files.cert.clone(), files.key.clone(), metrics)?;
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| ProxyError::Usage(format!("TLS could not be set up: {e}")))?;
@@ -87,13 +88,14 @@ struct Reloading {
 }
 
 impl Reloading {
-    fn new(cert: PathBuf, key: PathBuf) -> Result<Arc<Reloading>, ProxyError> {
+    fn new(cert: PathBuf, key: PathBuf, metrics: Arc<Metrics>) -> Result<Arc<Reloading>, ProxyError> {
         let stamps = stamps(&cert, &key);
         let (loaded, _) = key_pair(("--tls-cert", &cert), ("--tls-key", &key))?;
+        serving(&loaded, &metrics);
         let reloading = Arc::new(Reloading {
             current: RwLock::new(Arc::new(loaded)),
         });
-        tokio::spawn(watch(Arc::downgrade(&reloading), cert, key, stamps));
+        tokio::spawn(watch(Arc::downgrade(&reloading), (cert, key), stamps, metrics));
         Ok(reloading)
     }
 
@@ -106,7 +108,12 @@ impl Reloading {
 /// certificate is dropped. A pair that does not load (half written, a key
 /// of another certificate) is said, the one before kept, and read again at
 /// the next look.
-async fn watch(reloading: std::sync::Weak<Reloading>, cert: PathBuf, key: PathBuf, mut seen: Stamps) {
+async fn watch(
+    reloading: std::sync::Weak<Reloading>,
+    (cert, key): (PathBuf, PathBuf),
+    mut seen: Stamps,
+    metrics: Arc<Metrics>,
+) {
     let mut ticks = tokio::time::interval(RECHECK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
@@ -131,11 +138,40 @@ async fn watch(reloading: std::sync::Weak<Reloading>, cert: PathBuf, key: PathBu
         match loaded {
             Ok(loaded) => {
                 tracing::warn!(cert = %cert.display(), "the TLS certificate changed: serving the new one");
+                serving(&loaded, &metrics);
                 *reloading.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
                 seen = now;
             }
             Err(e) => tracing::error!("the TLS certificate changed but does not load (the one before is kept): {e}"),
         }
+    }
+}
+
+/// How long before its expiry a served certificate is warned about.
+const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// Reports the certificate about to be served: its expiry in the metrics
+/// (`toolgate_tls_certificate_expiry_timestamp_seconds`, for an alert), and
+/// a warning when it has expired or expires within `EXPIRY_WARNING`.
+fn serving(certified: &CertifiedKey, metrics: &Metrics) {
+    use x509_cert::der::Decode as _;
+    let not_after = certified
+        .cert
+        .first()
+        .and_then(|leaf| x509_cert::Certificate::from_der(leaf.as_ref()).ok())
+        .map(|leaf| SystemTime::UNIX_EPOCH + leaf.tbs_certificate.validity.not_after.to_unix_duration());
+    let Some(not_after) = not_after else { return };
+    let seconds = not_after
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    metrics.tls_certificate_expires(seconds);
+    match not_after.duration_since(SystemTime::now()) {
+        Err(_) => tracing::error!("the TLS certificate of --listen has expired: clients will refuse it"),
+        Ok(left) if left < EXPIRY_WARNING => tracing::warn!(
+            days = left.as_secs() / 86_400,
+            "the TLS certificate of --listen expires soon: renew it (its files are read again when they change)"
+        ),
+        Ok(_) => {}
     }
 }
 

@@ -2741,8 +2741,25 @@ async def listen_tls():
     write_pem(ca_pem, cert=ca_cert)
     write_pem(cert_pem, cert=leaf_cert)
     write_pem(key_pem, key=leaf_key)
-    gw = Gateway("listen-tls", "--tls-cert", cert_pem, "--tls-key", key_pem, upstream_args=upstream)
+    mport = free_port()
+    gw = Gateway(
+        "listen-tls",
+        *("--tls-cert", cert_pem, "--tls-key", key_pem, "--metrics", f"127.0.0.1:{mport}"),
+        upstream_args=upstream,
+    )
     url = f"https://127.0.0.1:{gw.port}/mcp"
+
+    async def expiry():
+        async with http_client() as http:
+            text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
+        return metric_samples(text, "toolgate_tls_certificate_expiry_timestamp_seconds").get(frozenset())
+
+    served = await expiry()
+    check(
+        "metrics: the served certificate's expiry (toolgate_tls_certificate_expiry_timestamp_seconds)",
+        served == int(leaf_cert.not_valid_after_utc.timestamp()),
+        (served, leaf_cert.not_valid_after_utc),
+    )
     status, text = await tls_post(url, tls_context(ca_pem), "read_note", {"name": "over-tls"})
     check(
         "--tls-cert: a call over HTTPS runs",
@@ -2783,6 +2800,12 @@ async def listen_tls():
         return status == 200
 
     check("...a renewed certificate is served without a restart", await wait_for(renewed, 25, 1), gw.stderr()[-400:])
+    served = await expiry()
+    check(
+        "...and its expiry is the metric's now",
+        served == int(new_cert.not_valid_after_utc.timestamp()),
+        (served, new_cert.not_valid_after_utc),
+    )
     # A renewal half done (the old key under the new certificate) does not
     # load: it is said, and the certificate served stays the one before.
     write_pem(key_pem, key=leaf_key)
