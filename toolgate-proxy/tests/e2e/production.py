@@ -185,6 +185,20 @@ def make_client_cert(ca_key, ca_cert):
     return make_leaf_cert(ca_key, ca_cert, "toolgate gateway", ExtendedKeyUsageOID.CLIENT_AUTH)
 
 
+class ServerPki:
+    """A CA and a server certificate it issued (localhost, 127.0.0.1), with
+    the CA, the certificate and its key written to `TMP/{name}-ca.pem`,
+    `{name}.pem` and `{name}-key.pem`."""
+
+    def __init__(self, name):
+        self.ca_key, self.ca_cert = make_ca(f"toolgate e2e {name} CA")
+        self.leaf_key, self.leaf_cert = make_server_cert(self.ca_key, self.ca_cert)
+        self.ca_pem, self.cert_pem, self.key_pem = (TMP / f"{name}{n}.pem" for n in ("-ca", "", "-key"))
+        write_pem(self.ca_pem, cert=self.ca_cert)
+        write_pem(self.cert_pem, cert=self.leaf_cert)
+        write_pem(self.key_pem, key=self.leaf_key)
+
+
 def make_leaf_cert(ca_key, ca_cert, name, usage):
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -1224,14 +1238,16 @@ async def jwks_url_later(auth_server, gw, log, refetched_at):
 # 6. The upstream over HTTPS: its CA, headers and a token sent, TLS failures.
 
 
-def start_https_upstream(name, log, cert, key, *extra):
-    """upstream_server.py over TLS on a free port: (process, port)."""
+def start_https_upstream(name, log, cert, key, *extra, env=None):
+    """upstream_server.py over TLS on a free port, `env` added to its
+    environment: (process, port)."""
     port = free_port()
     upstream = subprocess.Popen(
         upstream_cmd(log, TMP / f"notes-{name}", "--http", port, "--certfile", cert, "--keyfile", key, *extra),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=open(TMP / f"{name}-upstream.stderr", "wb"),
+        env={**os.environ, **(env or {})},
     )
     PROCS.append(upstream)
     wait_port(port, 20)
@@ -1353,18 +1369,11 @@ async def upstream_restart():
     go on deciding with the old server's catalog (rmcp would quietly open a
     new upstream session): the call in flight fails, and the next one is
     decided on the new catalog (a destructive tool needs confirmation)."""
-    ca_key, ca_cert = make_ca("toolgate e2e restart CA")
-    leaf_key, leaf_cert = make_server_cert(ca_key, ca_cert)
-    ca_pem, cert_pem, key_pem = (TMP / n for n in ("restart-ca.pem", "restart.pem", "restart-key.pem"))
-    write_pem(ca_pem, cert=ca_cert)
-    write_pem(cert_pem, cert=leaf_cert)
-    write_pem(key_pem, key=leaf_key)
+    pki = ServerPki("restart")
+    ca_pem, cert_pem, key_pem = pki.ca_pem, pki.cert_pem, pki.key_pem
     log = TMP / "restart-upstream.jsonl"
-    os.environ["UPSTREAM_JSON_RESPONSE"] = "1"  # a POST lasts as long as its call
-    try:
-        upstream, port = start_https_upstream("restart", log, cert_pem, key_pem)
-    finally:
-        del os.environ["UPSTREAM_JSON_RESPONSE"]
+    # UPSTREAM_JSON_RESPONSE: a POST lasts as long as its call.
+    upstream, port = start_https_upstream("restart", log, cert_pem, key_pem, env={"UPSTREAM_JSON_RESPONSE": "1"})
     url = f"https://127.0.0.1:{port}/mcp"
     mport = free_port()
     audit = TMP / "restart-audit.jsonl"
@@ -1496,20 +1505,12 @@ async def readiness_is_the_shared_session_s():
     """/readyz says whether MCP 2026-07-28 calls can be decided: while the
     shared upstream session cannot open, a handshake-era client's own session
     loading its catalog does not make the gateway ready."""
-    ca_key, ca_cert = make_ca("toolgate e2e readiness CA")
-    leaf_key, leaf_cert = make_server_cert(ca_key, ca_cert)
-    ca_pem, cert_pem, key_pem = (TMP / n for n in ("ready-ca.pem", "ready.pem", "ready-key.pem"))
-    write_pem(ca_pem, cert=ca_cert)
-    write_pem(cert_pem, cert=leaf_cert)
-    write_pem(key_pem, key=leaf_key)
+    pki = ServerPki("ready")
     log = TMP / "ready-upstream.jsonl"
-    os.environ["UPSTREAM_REFUSE_CLIENT"] = "toolgate-proxy"
-    try:
-        upstream, port = start_https_upstream("ready", log, cert_pem, key_pem)
-    finally:
-        del os.environ["UPSTREAM_REFUSE_CLIENT"]
+    refuse = {"UPSTREAM_REFUSE_CLIENT": "toolgate-proxy"}
+    upstream, port = start_https_upstream("ready", log, pki.cert_pem, pki.key_pem, env=refuse)
     url = f"https://127.0.0.1:{port}/mcp"
-    gw = Gateway("ready", "--upstream", url, "--upstream-ca", ca_pem)
+    gw = Gateway("ready", "--upstream", url, "--upstream-ca", pki.ca_pem)
     async with http_client() as http:
         refused = await wait_for(lambda: any(e.get("initialize_refused") for e in log_entries(log)), 15)
         r = await http.get(gw.base + "/readyz")
@@ -2735,12 +2736,9 @@ async def listen_tls():
     certificate is refused at start."""
     log = TMP / "listen-tls-upstream.jsonl"
     upstream = upstream_cmd(log, TMP / "notes-listen-tls")
-    ca_key, ca_cert = make_ca("toolgate e2e listen CA")
-    leaf_key, leaf_cert = make_server_cert(ca_key, ca_cert)
-    ca_pem, cert_pem, key_pem = (TMP / n for n in ("listen-ca.pem", "listen.pem", "listen-key.pem"))
-    write_pem(ca_pem, cert=ca_cert)
-    write_pem(cert_pem, cert=leaf_cert)
-    write_pem(key_pem, key=leaf_key)
+    pki = ServerPki("listen")
+    ca_key, ca_cert, leaf_key, leaf_cert = pki.ca_key, pki.ca_cert, pki.leaf_key, pki.leaf_cert
+    ca_pem, cert_pem, key_pem = pki.ca_pem, pki.cert_pem, pki.key_pem
     mport = free_port()
     gw = Gateway(
         "listen-tls",
