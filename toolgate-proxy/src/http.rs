@@ -79,12 +79,7 @@ struct CallerSlot {
 impl Drop for CallerSlot {
     fn drop(&mut self) {
         let mut counts = self.load.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = counts.get_mut(&self.subject) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                counts.remove(&self.subject);
-            }
-        }
+        crate::owners::release(&mut counts, &self.subject);
     }
 }
 

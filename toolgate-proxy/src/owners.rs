@@ -109,12 +109,17 @@ pub struct Opening {
 
 impl Drop for Opening {
     fn drop(&mut self) {
-        let mut table = self.owners.table();
-        if let Some(count) = table.opening.get_mut(&self.subject) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                table.opening.remove(&self.subject);
-            }
+        release(&mut self.owners.table().opening, &self.subject);
+    }
+}
+
+/// Gives back one of `subject`'s places in a per-subject count; a subject
+/// with none left is forgotten, so the table holds only subjects with some.
+pub(crate) fn release(counts: &mut HashMap<String, usize>, subject: &str) {
+    if let Some(count) = counts.get_mut(subject) {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            counts.remove(subject);
         }
     }
 }
