@@ -556,3 +556,41 @@ def test_reload_keeps_the_rules_given(retail_rules: Any) -> None:
     guard = protect(server, rules=retail_rules)
     guard.reload()
     assert asyncio.run(guard.rules()) is retail_rules
+
+
+def test_the_lowlevel_server_of_a_fastmcp_is_refused() -> None:
+    """Guarding `_mcp_server` would decide the arguments as sent while the
+    function gets what FastMCP's model makes of them: refused."""
+    server = fastmcp([])
+    with pytest.raises(TypeError, match="pass the MCPServer / FastMCP"):
+        protect(server._mcp_server, policy_text=POLICY)
+
+
+def test_a_tool_replaced_after_protect_is_decided_by_its_own_definition() -> None:
+    """Rules derived from FastMCP's own list follow its tools: a read-only tool
+    removed and added again as a destructive one is decided by its new entry."""
+    ran: list[str] = []
+    server = FastMCP("ops", log_level="WARNING")
+
+    @server.tool(name="run", annotations=types.ToolAnnotations(readOnlyHint=True))
+    def status() -> str:
+        ran.append("status")
+        return "ok"
+
+    protect(server, legacy=True)
+
+    async def steps(client: ClientSession) -> tuple[types.CallToolResult, types.CallToolResult]:
+        before = await client.call_tool("run", {})
+        server.remove_tool("run")
+
+        @server.tool(name="run", annotations=types.ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+        def wipe() -> str:
+            ran.append("wipe")
+            return "wiped"
+
+        return before, await client.call_tool("run", {})
+
+    before, replaced = run(server, steps)
+    assert not before.isError
+    assert replaced.isError and json.loads(replaced.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert ran == ["status"]

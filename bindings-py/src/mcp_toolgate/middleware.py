@@ -95,6 +95,9 @@ class _Allowed:
     context: ContextLike
     rules: RuleSet
     denied: Outcome | None = None
+    #: Arguments decided again and allowed (the model's output differed from
+    #: the forwarded ones): the function's own check finds them decided.
+    rechecked: dict[str, Any] | None = None
 
 
 _ALLOWED: contextvars.ContextVar[_Allowed | None] = contextvars.ContextVar("toolgate_allowed", default=None)
@@ -307,8 +310,43 @@ def _sdk_of(server: Any) -> tuple[_Sdk, Any]:
         raise TypeError("protect() takes an mcp MCPServer / FastMCP or an mcp.server.lowlevel.Server")
     high = server if server is not lowlevel else None
     if hasattr(lowlevel, "request_handlers") and not hasattr(lowlevel, "get_request_handler"):
-        return _Sdk1(lowlevel), high
-    return _Sdk2(lowlevel), high
+        sdk: _Sdk = _Sdk1(lowlevel)
+    else:
+        sdk = _Sdk2(lowlevel)
+    if high is None and _owner_of(sdk.get("call"), lowlevel) is not None:
+        # Guarding it would decide the arguments as sent, while the tool
+        # function gets what the MCPServer's pydantic model makes of them
+        # (coercions, validators, defaults), never decided (Node: OWNED_SERVER).
+        raise TypeError(
+            "protect() was given the low-level server of an MCPServer / FastMCP: pass the MCPServer / FastMCP "
+            "itself, so that the arguments its model hands a tool function are decided too"
+        )
+    return sdk, high
+
+
+def _owner_of(handler: Any, lowlevel: Any, depth: int = 0) -> Any:
+    """The MCPServer / FastMCP whose low-level server ``lowlevel`` is, found
+    through its ``tools/call`` handler: a bound method of it (mcp 2.x), or a
+    closure or partial holding one (1.x's decorator, 2.x's extension
+    interceptors); None for a server of the user's own."""
+    if handler is None or depth > 6:
+        return None
+    owner = getattr(handler, "__self__", None)
+    owns = (getattr(owner, "_lowlevel_server", None), getattr(owner, "_mcp_server", None))
+    if owner is not None and lowlevel in owns:
+        return owner
+    inner: list[Any] = [getattr(handler, "func", None), getattr(handler, "__wrapped__", None)]
+    for cell in getattr(handler, "__closure__", None) or ():
+        try:
+            inner.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    for candidate in inner:
+        if callable(candidate):
+            found = _owner_of(candidate, lowlevel, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 class Guard:
@@ -336,6 +374,9 @@ class Guard:
         self.sdk_major = sdk.major
         self._fastmcp = fastmcp
         self._given_rules = rules
+        #: The MCPServer's tools (by name) when the rules were derived from its
+        #: own list: a tool replaced, added or removed since reloads them.
+        self._derived_from: dict[str, Any] | None = None
         self._rules = rules
         self._policy = policy
         self._catalog = catalog
@@ -374,6 +415,9 @@ class Guard:
             self._loading = anyio.Lock()
         async with self._loading:
             if self._rules is None:
+                # Taken before the list: a tool replaced in between reloads
+                # once more, never the other way round.
+                derived_from = self._served_tools()
                 own = None if self._catalog.given else await self._own_catalog(request_context)
                 policy, catalog = self._policy, self._catalog
 
@@ -383,7 +427,32 @@ class Guard:
                     return RuleSet.load(catalog=text, policy=None if policy is None else policy.read())
 
                 self._rules = await anyio.to_thread.run_sync(load)
+                self._derived_from = derived_from if own is not None else None
         return self._rules
+
+    def _served_tools(self) -> dict[str, Any] | None:
+        """The MCPServer's / FastMCP's tools by name (None on a low-level server)."""
+        manager = getattr(self._fastmcp, "_tool_manager", None)
+        return None if manager is None else {tool.name: tool for tool in manager.list_tools()}
+
+    async def _current_rules(self, request_context: Any, name: str | None) -> RuleSet:
+        """:meth:`rules`, loaded again first when they were derived from the
+        MCPServer's own list and the tool ``name`` (None: any tool) is no longer
+        the one they were derived from: a tool removed and added again under its
+        name, or replaced, must not run under its predecessor's entry."""
+        rules = await self.rules(request_context)
+        derived = self._derived_from
+        if derived is not None and rules is self._rules:
+            manager = getattr(self._fastmcp, "_tool_manager", None)
+            if name is not None:
+                stale = manager is not None and manager.get_tool(name) is not derived.get(name)
+            else:
+                served = self._served_tools() or {}
+                stale = served.keys() != derived.keys() or any(served[k] is not derived[k] for k in served)
+            if stale:
+                self.reload()
+                rules = await self.rules(request_context)
+        return rules
 
     async def _own_catalog(self, request_context: Any) -> str:
         if self._sdk.major == 1:
@@ -395,6 +464,7 @@ class Guard:
         """Rebuild the rules on the next request (after tools were added);
         rules given to :func:`protect` (``rules=``) are kept."""
         self._rules = self._given_rules
+        self._derived_from = None
 
     def context(self, request_context: Any = None) -> ContextLike:
         if not callable(self._context):
@@ -461,6 +531,12 @@ class Guard:
         token = _ALLOWED.set(allowed)
         try:
             result = await invoke(dict(forward))
+        except Exception:
+            # The SDK may carry the check's refusal out as its own error: the
+            # engine's denial is the answer either way.
+            if allowed.denied is None:
+                raise
+            result = None
         finally:
             _ALLOWED.reset(token)
         if allowed.denied is not None:
@@ -470,13 +546,13 @@ class Guard:
     # -- mcp 1.x: handler(request) -> ServerResult ------------------------------
 
     async def _handle_list_v1(self, req: Any) -> Any:
-        rules = await self.rules()
+        rules = await self._current_rules(None, None)
         context = self.context()
         result = await self._list(req)  # the SDK refreshes its tool cache
         return types.ServerResult(self._filter(rules, context, result.root))
 
     async def _handle_call_v1(self, req: Any) -> Any:
-        rules = await self.rules()
+        rules = await self._current_rules(None, req.params.name)
 
         async def invoke(forward: dict[str, Any]) -> Any:
             params = req.params.model_copy(update={"arguments": forward})
@@ -490,12 +566,12 @@ class Guard:
     # -- mcp 2.x: handler(ctx, params) -> result ---------------------------------
 
     async def _handle_list_v2(self, ctx: Any, params: Any) -> Any:
-        rules = await self.rules(ctx)
+        rules = await self._current_rules(ctx, None)
         context = self.context(ctx)
         return self._filter(rules, context, await self._list(ctx, params))
 
     async def _handle_call_v2(self, ctx: Any, params: Any) -> Any:
-        rules = await self.rules(ctx)
+        rules = await self._current_rules(ctx, params.name)
 
         async def invoke(forward: dict[str, Any]) -> Any:
             # The SDK hands handlers the raw params in `ctx.params` too: they
@@ -528,8 +604,10 @@ class Guard:
             allowed = _ALLOWED.get()
             if allowed is None or allowed.name != name:
                 return kwargs  # not a tools/call request through this guard
-            got = {k: v for k, v in kwargs.items() if k not in passed and not (v is None and k not in allowed.forward)}
-            if _same_arguments(got, allowed.forward):
+            got = arguments_of(kwargs, allowed)
+            if _same_arguments(got, allowed.forward) or (
+                allowed.rechecked is not None and _same_arguments(got, allowed.rechecked)
+            ):
                 return kwargs
             # Decided again on what the handler is about to get, with the keys
             # the engine took off the call as the call carried them.
@@ -551,7 +629,26 @@ class Guard:
             for key, value in forward.items():
                 if key not in got:
                     run[key] = value
+            allowed.rechecked = arguments_of(run, allowed)
             return run
+
+        def arguments_of(kwargs: dict[str, Any], allowed: _Allowed) -> dict[str, Any]:
+            return {k: v for k, v in kwargs.items() if k not in passed and not (v is None and k not in allowed.forward)}
+
+        # mcp 2.x's Tool.run validates the arguments, runs the tool's
+        # resolvers (Resolve(...): code of the server's, which may act, ask
+        # the person or sample the model) on that output, then the function:
+        # the output is decided as validation returns it, before any resolver.
+        meta = getattr(tool, "fn_metadata", None)
+        validate = getattr(meta, "validate_arguments", None)
+        if validate is not None and getattr(tool, "resolved_params", None) is not None:
+
+            def validate_then_decide(arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+                return check(validate(arguments_to_validate))
+
+            # An attribute of this tool's own metadata (a pydantic model, whose
+            # __setattr__ takes fields only), found before the class's method.
+            object.__setattr__(meta, "validate_arguments", validate_then_decide)
 
         wrapper: Any
         if tool.is_async:
@@ -596,9 +693,12 @@ def protect(
     ``@server.list_tools()``, ``@server.call_tool()``, or an assignment to
     ``server.request_handlers``; 2.x: ``server.add_request_handler``) is put
     behind the guard, never in its place; a new ``tools/list`` handler
-    rebuilds rules made from the server's own list. Tools added later are in
-    the catalog only after :meth:`Guard.reload` (until then they answer as
-    unknown tools).
+    rebuilds rules made from the server's own list. On an ``MCPServer`` /
+    ``FastMCP`` such rules follow its tools (a tool added, removed or
+    replaced since they were read loads them again before it is decided);
+    on a low-level server, call :meth:`Guard.reload` after changing them.
+    The low-level server of an ``MCPServer`` / ``FastMCP`` is refused
+    (``TypeError``).
 
     The rules: exactly one of ``policy_path`` (the policy file),
     ``policy_text`` (its YAML text), ``legacy=True`` (no policy: the catalog's
