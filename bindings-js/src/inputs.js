@@ -27,7 +27,11 @@ export function utf8Length(s) {
 }
 
 /**
- * The context JSON the engine gets for a context input.
+ * The context JSON the engine gets for a context input. Written as a call's
+ * arguments are (engineJson), not by JSON.stringify: `{ scopes: token?.scopes }`
+ * without a token would lose its key and read as "no scope check"; a key left
+ * undefined is refused by the engine instead (`INVALID_CONTEXT`), so "no
+ * check" is spelled by leaving the key out or writing null.
  * @param {ContextInput} context
  * @returns {string}
  */
@@ -39,9 +43,9 @@ export function contextJson(context) {
   if ('allowedTools' in c) {
     if ('allowed_tools' in c) throw new TypeError('context has both allowedTools and allowed_tools');
     const { allowedTools, ...rest } = c;
-    return JSON.stringify({ ...rest, allowed_tools: allowedTools });
+    return engineJson({ ...rest, allowed_tools: allowedTools });
   }
-  return JSON.stringify(c);
+  return engineJson(c);
 }
 
 /**

@@ -21,6 +21,9 @@ import { Toolgate } from './index.js';
  * @type {WeakMap<object, object>}
  */
 const toolsOwner = new WeakMap();
+const OWNED_SERVER = 'this Server belongs to an McpServer (McpServer installed its tools handlers): guard the McpServer itself, guardServer(mcpServer, options), not mcpServer.server, so that the arguments its zod schemas hand the tool handlers are decided too';
+/** Set on an McpServer given to guardServer, whose own handler check runs. */
+const kMcpGuarded = Symbol.for('toolgate.mcp.mcpGuarded');
 {
   const proto = /** @type {any} */ (McpServer.prototype);
   const install = proto.setToolRequestHandlers;
@@ -30,8 +33,23 @@ const toolsOwner = new WeakMap();
       return install.apply(this, args);
     };
   }
+  // The pair above is recorded only for McpServers that install their tools
+  // handlers after this module is imported. Every path to a tool handler
+  // passes these two methods, looked up on the instance at call time, so an
+  // McpServer whose Server was guarded on its own (whenever it was built) runs
+  // no handler: the guard decided the arguments as sent, the handler would
+  // get its zod output undecided. An McpServer guarded itself has its own
+  // checks in front (guardServer) and passes.
+  for (const method of ['executeToolHandler', 'handleAutomaticTaskPolling']) {
+    const original = proto[method];
+    if (typeof original !== 'function') continue;
+    proto[method] = function (/** @type {any[]} */ ...args) {
+      if (this?.server?.[kGuarded] && !this[kMcpGuarded]) return ownedServerRefusal();
+      return original.apply(this, args);
+    };
+  }
 }
-const OWNED_SERVER = 'this Server belongs to an McpServer (McpServer installed its tools handlers): guard the McpServer itself, guardServer(mcpServer, options), not mcpServer.server, so that the arguments its zod schemas hand the tool handlers are decided too';
+const ownedServerRefusal = () => ({ content: [{ type: 'text', text: `toolgate: ${OWNED_SERVER}; no tool runs` }], isError: true });
 
 /**
  * @typedef {object} GuardOptions
@@ -54,11 +72,8 @@ const OWNED_SERVER = 'this Server belongs to an McpServer (McpServer installed i
  *   or the error that refused it).
  * @property {(extra: any, request: any) => import('./core.js').ContextInput | Promise<import('./core.js').ContextInput>} [context]
  *   The per-request context. Default (`defaultContext`): confirming surface,
- *   scopes from `extra.authInfo` when present, else no scope check, which is
- *   right only for a server without authentication: the middleware cannot
- *   tell whether auth is installed, so a server with it should pass
- *   `(extra) => ({ surface: 'confirming', scopes: extra?.authInfo?.scopes ?? [] })`
- *   so that a request without a token is granted no scope.
+ *   scopes from `extra.authInfo` when present; an HTTP request without it is
+ *   granted no scope, a stdio or in-memory one gets no scope check.
  * @property {'argument' | 'none'} [confirmation]
  *   How a call that needs confirmation gets it (the engine's confirmation
  *   source). `'none'` (default): the model's confirmation fields never count,
@@ -157,16 +172,18 @@ const isPlainObject = (/** @type {unknown} */ v) => v !== null && typeof v === '
 
 /**
  * The default per-request context: the confirming surface, and the scopes of
- * the request's auth info when the transport authenticated it (no auth info:
- * no scope check, even where the server has authentication installed but this
- * request reached the guard without a token; such servers should give a
- * `context` that answers `scopes: []` when `extra.authInfo` is absent).
+ * the request's auth info when the transport authenticated it. A request that
+ * came over HTTP (`extra.requestInfo`) without auth info is granted no scope
+ * (a route served without `requireBearerAuth`, by mistake or by design, must
+ * not skip the policy's scope checks); one with neither (stdio, in memory: the
+ * process that started the server is the caller) gets no scope check.
  * @param {any} extra
  * @returns {{ surface: 'confirming', scopes?: string[] }}
  */
 export function defaultContext(extra) {
   const auth = extra?.authInfo;
-  return { surface: 'confirming', ...(auth ? { scopes: Array.isArray(auth.scopes) ? auth.scopes : [] } : {}) };
+  if (auth) return { surface: 'confirming', scopes: Array.isArray(auth.scopes) ? auth.scopes : [] };
+  return extra?.requestInfo ? { surface: 'confirming', scopes: [] } : { surface: 'confirming' };
 }
 
 /**
@@ -328,7 +345,7 @@ export function guardServer(guarded, options) {
     // An McpServer that installed its tools handlers on a Server guarded as a
     // low-level one (its first registerTool came after guardServer): its zod
     // output would reach the handlers undecided, so nothing runs.
-    if (!mcpServer && toolsOwner.has(server)) return { content: [{ type: 'text', text: `toolgate: ${OWNED_SERVER}; no tool runs` }], isError: true };
+    if (!mcpServer && toolsOwner.has(server)) return ownedServerRefusal();
     let gate;
     try {
       gate = await gateNow();
@@ -395,6 +412,7 @@ export function guardServer(guarded, options) {
   // handleAutomaticTaskPolling (which validates itself).
   const mcpServer = target !== server && typeof target.executeToolHandler === 'function' ? target : null;
   if (mcpServer) {
+    mcpServer[kMcpGuarded] = true;
     const execute = mcpServer.executeToolHandler;
     mcpServer.executeToolHandler = function (/** @type {any} */ tool, /** @type {any} */ args, /** @type {any} */ extra) {
       return checkHandlerArgs(tool, args, extra, (forward) => execute.call(this, tool, forward, extra));

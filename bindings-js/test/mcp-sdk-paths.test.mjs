@@ -12,6 +12,9 @@ import { connect } from './lib/connect.mjs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { z } from 'zod';
+import { execFileSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Toolgate } from '../src/index.js';
 import { guardServer } from '../src/mcp.js';
 
@@ -65,6 +68,51 @@ test('an McpServer whose first tool comes after its .server was guarded: every c
   } finally {
     await client.close();
   }
+});
+
+test('an McpServer built before toolgate/mcp was imported, its .server guarded: no handler runs (a fresh process)', () => {
+  // The pair is recorded only when McpServer installs its handlers after the
+  // import; the per-call refusal must not depend on that order.
+  const src = pathToFileURL(join(dirname(fileURLToPath(import.meta.url)), '..', 'src')).href;
+  const script = `
+    import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+    import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+    import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+    import { z } from 'zod';
+    const ran = [];
+    const built = () => {
+      const mcp = new McpServer({ name: 's', version: '1' });
+      mcp.registerTool('pay', { inputSchema: { amount: z.string().transform((s) => Number(s) * 1000) }, annotations: { readOnlyHint: true } },
+        async ({ amount }) => { ran.push(amount); return { content: [{ type: 'text', text: String(amount) }] }; });
+      return mcp;
+    };
+    const early = built(), whole = built();
+    const { Toolgate } = await import('${src}/index.js');
+    const { guardServer } = await import('${src}/mcp.js');
+    const gate = await Toolgate.load({ catalog: ${JSON.stringify(catalog)} });
+    guardServer(early.server, { gate });
+    guardServer(whole, { gate });
+    const call = async (mcp, amount) => {
+      const [c, s] = InMemoryTransport.createLinkedPair();
+      await mcp.connect(s);
+      const client = new Client({ name: 't', version: '1' });
+      await client.connect(c);
+      const r = await client.callTool({ name: 'pay', arguments: { amount } });
+      await client.close();
+      return r;
+    };
+    const refused = await call(early, '0');
+    const wholeDenied = await call(whole, '5');
+    const wholeRan = await call(whole, '0');
+    console.log(JSON.stringify({ refused, wholeDenied, wholeRan, ran }));
+  `;
+  const out = JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: join(dirname(fileURLToPath(import.meta.url)), '..'), encoding: 'utf8' }));
+  assert.equal(out.refused.isError, true, JSON.stringify(out.refused));
+  assert.match(out.refused.content[0].text, /guard the McpServer itself/);
+  // The McpServer guarded itself is unaffected: 5 -> 5000 denied by the engine, 0 runs.
+  assert.equal(out.wholeDenied.content[0].text, gate.evaluate('{"name":"pay","arguments":{"amount":5000}}').json);
+  assert.equal(out.wholeRan.isError, undefined, JSON.stringify(out.wholeRan));
+  assert.deepEqual(out.ran, [0], 'only the guarded McpServer\'s allowed call ran');
 });
 
 /** An optional-task tool (registerToolTask, taskSupport 'optional') whose zod transform is given. */

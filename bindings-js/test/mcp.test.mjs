@@ -3,10 +3,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { connect } from './lib/connect.mjs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -225,7 +228,7 @@ test('default context: scopes from the request\'s auth info', async () => {
   await withScope.close();
 });
 
-test('no auth info: the default context does no scope check (documented); the README\'s callback for servers with auth grants nothing', async () => {
+test('no auth info: in memory (as over stdio) the default context does no scope check; the README\'s callback grants nothing', async () => {
   const published = JSON.stringify({ formatVersion: 1, tools: [
     { name: 'read_a', description: 'reads', effect: 'read', scopes: ['a:read'], inputSchema: { type: 'object', properties: {} } },
   ] });
@@ -233,6 +236,8 @@ test('no auth info: the default context does no scope check (documented); the RE
   for (const [label, context, expected] of /** @type {const} */ ([
     ['default', undefined, 'ran'],
     ['README callback', (/** @type {any} */ extra) => ({ surface: 'confirming', scopes: extra?.authInfo?.scopes ?? [] }), 'SCOPE_DENIED'],
+    // `scopes: token?.scopes` without a token: refused, never read as "no check".
+    ['a key left undefined', (/** @type {any} */ extra) => ({ surface: 'confirming', scopes: extra?.authInfo?.scopes }), 'INVALID_CONTEXT'],
   ])) {
     const server = new McpServer({ name: 's', version: '1' });
     const ran = [];
@@ -247,7 +252,6 @@ test('no auth info: the default context does no scope check (documented); the RE
       } else {
         assert.equal(JSON.parse(/** @type {any} */ (r).content[0].text).error.code, expected, label);
         assert.deepEqual(ran, [], label);
-        assert.deepEqual((await client.listTools()).tools, [], label);
       }
     } finally {
       await client.close();
@@ -260,6 +264,41 @@ test('no auth info: the default context does no scope check (documented); the RE
   const withScope = await connect(server, { token: 't', clientId: 'c', scopes: ['a:read'] });
   assert.ok(!(await withScope.callTool({ name: 'read_a', arguments: {} })).isError);
   await withScope.close();
+});
+
+test('over HTTP without a token the default context grants no scope (a route served without requireBearerAuth)', async () => {
+  const published = JSON.stringify({ formatVersion: 1, tools: [
+    { name: 'read_a', description: 'reads', effect: 'read', scopes: ['a:read'], inputSchema: { type: 'object', properties: {} } },
+    { name: 'read_b', description: 'reads', effect: 'read', inputSchema: { type: 'object', properties: {} } },
+  ] });
+  const gate = await Toolgate.load({ catalog: published });
+  const ran = [];
+  // Stateless Streamable HTTP: a new McpServer and transport per request, as the SDK's example does.
+  const http = createServer(async (req, res) => {
+    const server = new McpServer({ name: 's', version: '1' });
+    server.registerTool('read_a', { inputSchema: {} }, async () => { ran.push('read_a'); return { content: [] }; });
+    server.registerTool('read_b', { inputSchema: {} }, async () => { ran.push('read_b'); return { content: [] }; });
+    guardServer(server, { gate });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => { void transport.close(); void server.close(); });
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+  await new Promise((resolve) => http.listen(0, '127.0.0.1', () => resolve(undefined)));
+  const { port } = /** @type {import('node:net').AddressInfo} */ (http.address());
+  const client = new Client({ name: 't', version: '1' });
+  try {
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+    const denied = await client.callTool({ name: 'read_a', arguments: {} });
+    assert.equal(JSON.parse(/** @type {any} */ (denied).content[0].text).error.code, 'SCOPE_DENIED');
+    const ok = await client.callTool({ name: 'read_b', arguments: {} });
+    assert.ok(!ok.isError, JSON.stringify(ok));
+    assert.deepEqual(ran, ['read_b']);
+    assert.deepEqual((await client.listTools()).tools.map((t) => t.name), ['read_b']);
+  } finally {
+    await client.close();
+    await new Promise((resolve) => http.close(() => resolve(undefined)));
+  }
 });
 
 test('blocked results are the engine\'s blocked_result bytes (tests/vectors/pipeline-output-schema.json), through the SDK\'s server and client', async () => {

@@ -56,7 +56,8 @@ guardServer(server, {
   // else from this route's configuration.
   context: (extra) => ({
     surface,
-    scopes: extra?.authInfo ? extra.authInfo.scopes : scopes === undefined ? undefined : scopes.split(',').filter(Boolean),
+    // null: no scope check (a key left undefined is refused, never read as absent).
+    scopes: extra?.authInfo ? extra.authInfo.scopes : scopes === undefined ? null : scopes.split(',').filter(Boolean),
   }),
 });
 await server.connect(new StdioServerTransport());
