@@ -210,9 +210,17 @@ export function fastEvaluate(abi, rep) {
   };
 }
 
-/** Probe calls the fast path must answer exactly as jco's wrapper does before it is used. */
+/**
+ * Probe calls the fast path must answer exactly as jco's wrapper does before
+ * it is used. Each answer depends on what it probes arriving byte for byte,
+ * whatever rules are loaded: the first echoes the call's non-ASCII name (an
+ * unknown tool's `metadata.tool`), the second the context's non-ASCII key (an
+ * unknown key's INVALID_CONTEXT; a context lost or misread answers NOT_FOUND
+ * or names another key), the third is the empty call and context.
+ */
 const PROBES = /** @type {const} */ ([
-  ['{"name":"toolgate-abi-probe","arguments":{"é":"€😀"}}', '{"surface":"direct"}'],
+  ['{"name":"toolgate-abi-probe-é€😀","arguments":{"é":"€😀"}}', '{"surface":"direct"}'],
+  ['{"name":"toolgate-abi-probe-é€😀","arguments":{}}', '{"surface":"direct","toolgate-abi-probe-é€😀":1}'],
   ['', ''],
 ]);
 

@@ -15,7 +15,7 @@ import { HOST_FAULTS, MAX_INPUT_BYTES } from './faults.js';
 import { CONTRACT_VERSION } from './contract.js';
 import { FASTPATH_BY_ENV, injectTrap, kHideFromAbi } from './abi.js';
 import { checkPreparedOrigin, findingFromWit, getDefaultModule, isMeterTrap, loadEngine, now, problemOf, setDefaultModule } from './runtime.js';
-import { callBytes, contextJson, limitOption, u64, utf8Length, witConfirmation } from './inputs.js';
+import { callBytes, contextJson, limitOption, u64, utf8Length, wellFormed, witConfirmation } from './inputs.js';
 import { engineJson } from './calljson.js';
 import { CallOutcome, Decision, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
 import { EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
@@ -118,6 +118,11 @@ export class Toolgate {
     if (!(module instanceof WebAssembly.Module)) throw new TypeError('module must be a WebAssembly.Module (the compiled toolgate_policy.core.wasm)');
     if (!rules || typeof rules.catalog !== 'string') throw new TypeError('catalog must be a string (the catalog text)');
     if (rules.policy !== undefined && rules.policy !== null && typeof rules.policy !== 'string') throw new TypeError('policy must be a string, null or undefined');
+    // UTF-8 cannot carry a lone surrogate: loading U+FFFD in its place would
+    // load rules the host was never given (Python refuses the text too).
+    for (const [which, text] of /** @type {const} */ ([['catalog', rules.catalog], ['policy', rules.policy]])) {
+      if (typeof text === 'string' && !wellFormed(text)) throw new TypeError(`the ${which} text holds a lone surrogate, which UTF-8 cannot carry`);
+    }
     const hide = /** @type {any} */ (rules)[kHideFromAbi];
     if (Array.isArray(hide)) this.#hide = hide.map(String);
     this.maxMemoryBytes = limitOption(rules.maxMemoryBytes, 'maxMemoryBytes', DEFAULT_MAX_MEMORY_BYTES);

@@ -37,7 +37,7 @@ export function utf8Length(s) {
  */
 export function contextJson(context) {
   if (context === undefined || context === null) return '{}';
-  if (typeof context === 'string') return context;
+  if (typeof context === 'string') return wellFormed(context) ? context : context.replace(LONE_SURROGATES, escaped);
   if (typeof context !== 'object') throw new TypeError('context must be an object, a JSON string or undefined');
   const c = /** @type {Record<string, unknown>} */ (context);
   if ('allowedTools' in c) {
@@ -48,13 +48,61 @@ export function contextJson(context) {
   return engineJson(c);
 }
 
+// A JS string may hold lone surrogates, which UTF-8 cannot carry; TextEncoder
+// would write U+FFFD in their place, and the engine would decide on a text
+// the host was never given. Written as Python's binding writes them, so that
+// both runtimes decide alike: in a call (bytes), as their three-byte form
+// (WTF-8: invalid UTF-8, which the engine refuses, BAD_REQUEST); in a context
+// (a WIT string, UTF-8 only), as a `\uXXXX` escape, which the engine's JSON
+// reader refuses as a lone surrogate (INVALID_CONTEXT).
+const LONE_SURROGATES = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const LONE_SURROGATE = new RegExp(LONE_SURROGATES.source);
+
+/**
+ * Whether every code unit of `s` is part of a character UTF-8 can write.
+ * @param {string} s
+ */
+export function wellFormed(s) {
+  // String.prototype.isWellFormed (ES2024: Node 20+, workerd) where there is one.
+  const native = /** @type {{ isWellFormed?: () => boolean }} */ (/** @type {unknown} */ (s)).isWellFormed;
+  return typeof native === 'function' ? native.call(s) : !LONE_SURROGATE.test(s);
+}
+
+/** @param {string} unit one lone surrogate */
+const escaped = (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
+ * UTF-8, with each lone surrogate as the three bytes its code unit would take.
+ * @param {string} s
+ * @returns {Uint8Array}
+ */
+function wtf8(s) {
+  /** @type {Uint8Array[]} */
+  const parts = [];
+  let last = 0;
+  for (const match of s.matchAll(LONE_SURROGATES)) {
+    const at = /** @type {number} */ (match.index);
+    const unit = s.charCodeAt(at);
+    parts.push(encoder.encode(s.slice(last, at)), Uint8Array.of(0xe0 | (unit >> 12), 0x80 | ((unit >> 6) & 0x3f), 0x80 | (unit & 0x3f)));
+    last = at + 1;
+  }
+  parts.push(encoder.encode(s.slice(last)));
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+}
+
 /**
  * @param {unknown} call
  * @returns {Uint8Array}
  */
 export function callBytes(call) {
   if (call instanceof Uint8Array) return call;
-  if (typeof call === 'string') return encoder.encode(call);
+  if (typeof call === 'string') return wellFormed(call) ? encoder.encode(call) : wtf8(call);
   if (call instanceof ArrayBuffer) return new Uint8Array(call);
   if (ArrayBuffer.isView(call)) return new Uint8Array(call.buffer, call.byteOffset, call.byteLength);
   if (call && typeof call === 'object') return encoder.encode(engineJson(call));

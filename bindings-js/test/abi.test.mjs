@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CONTRACT_VERSION, HOST_FAULTS, Toolgate, compileCoreModule } from '../src/index.js';
-import { EVALUATE, EVALUATE_POST, INTERFACE, MEMORY, REALLOC, RESOURCE_NEW, checkExports } from '../src/abi.js';
+import { EVALUATE, EVALUATE_POST, INTERFACE, MEMORY, REALLOC, RESOURCE_NEW, checkExports, checkedFastPath, instantiateComponent } from '../src/abi.js';
 import { runFile } from './lib/vector-exec.mjs';
 import { loadVectorFile, pkgDir, vectorFiles, vectorsDir } from './lib/vectors.mjs';
 
@@ -141,20 +141,30 @@ test('TOOLGATE_JS_FASTPATH=0 (and the older TOOLGATE_JCO_EVALUATE=1) force the w
 
 // scripts/build.mjs patches jco's string writer (one native encode, one copy)
 // and its JSPI probe; these pin what the patched code must still do.
-test('strings reach the guest as their UTF-8: non-ASCII and astral text round-trips, a lone surrogate becomes U+FFFD', () => {
+test('strings reach the guest as their UTF-8: non-ASCII and astral text round-trips; a lone surrogate is refused as Python refuses it', () => {
   // JSON.stringify would escape a lone surrogate (and the engine rightly refuses `\ud800` in JSON):
   // the raw code unit goes into the text after it, as a JS string can carry one.
   const text = (/** @type {string} */ description) => JSON.stringify({ tools: [{ name: 'echo', description, inputSchema: { type: 'object' } }] })
     .replace('LONE', '\ud800');
-  const description = `é€😀 ${'ü'.repeat(300)} LONE end`;
-  const expected = description.replace('LONE', '\ufffd');
+  const description = `é€😀 ${'ü'.repeat(300)} end`;
   for (const fastPath of [true, false]) {
     const gate = Toolgate.fromModule({ module, catalog: text(description), fastPath });
     const listed = gate.listExposable().tools.map((t) => t.description);
-    assert.ok(listed.length === 1 && listed[0] === expected, `fastPath ${fastPath}: listed ${JSON.stringify(listed).slice(0, 80)}`);
-    // The catalog written with U+FFFD itself is the same rule set; another text is not.
-    assert.equal(gate.revision, Toolgate.fromModule({ module, catalog: text(expected), fastPath }).revision);
+    assert.ok(listed.length === 1 && listed[0] === description, `fastPath ${fastPath}: listed ${JSON.stringify(listed).slice(0, 80)}`);
     assert.notEqual(gate.revision, Toolgate.fromModule({ module, catalog: text('é€😀'), fastPath }).revision);
+    // UTF-8 cannot carry it: writing U+FFFD instead would load rules the host was never given.
+    assert.throws(() => Toolgate.fromModule({ module, catalog: text(`${description} LONE`), fastPath }), /lone surrogate/);
+    assert.throws(() => Toolgate.fromModule({ module, catalog: text(description), policy: 'version: 1\n# \udc00\n', fastPath }), /lone surrogate/);
+    // A call or context given as text: decided as Python decides the same string (bytes as
+    // WTF-8 for the call, a `\uXXXX` escape in the context), never on U+FFFD.
+    const raw = gate.evaluate('{"name":"echo","arguments":{"p":"LONE"}}'.replace('LONE', '\ud800'));
+    assert.equal(raw.code, 'BAD_REQUEST', raw.json);
+    assert.equal(raw.json, gate.evaluate(Uint8Array.of(...new TextEncoder().encode('{"name":"echo","arguments":{"p":"'), 0xed, 0xa0, 0x80, ...new TextEncoder().encode('"}}'))).json);
+    for (const context of ['{"surface":"direct","scopes":["LONE"]}', '{"allowed_tools":["echoLONE"]}']) {
+      const decided = gate.evaluate({ name: 'echo', arguments: {} }, context.replace('LONE', '\udc00'));
+      assert.equal(decided.code, 'INVALID_CONTEXT', decided.json);
+      assert.equal(decided.json, gate.evaluate({ name: 'echo', arguments: {} }, context.replace('LONE', '\\udc00')).json);
+    }
   }
 });
 
@@ -180,5 +190,27 @@ test('instantiation is the same whether WebAssembly.promising is missing, presen
   } finally {
     if (had) Object.defineProperty(wasm, 'promising', had);
     else delete wasm.promising;
+  }
+});
+
+test('the probes refuse a fast path that loses or misreads the context or the call (an ABI drift with the same arities)', () => {
+  const catalog = JSON.stringify({ tools: [{ name: 'read', annotations: { readOnlyHint: true } }] });
+  const inst = instantiateComponent(module, { fastPath: true });
+  const repOf = inst.repOfNextRuleSet();
+  const rules = inst.engine.RuleSet.load(undefined, catalog);
+  const rep = repOf();
+  const viaWrapper = (/** @type {Uint8Array} */ b, /** @type {string} */ c) => rules.evaluate(b, c);
+  const abi = /** @type {any} */ (inst.abi);
+  assert.ok(checkedFastPath(abi, rep, viaWrapper).fast, 'the shipped layout passes');
+  const drifts = {
+    // Each would decide the route's allowlist or scopes away, or decide on another call.
+    'context dropped': (/** @type {number[]} */ ...a) => abi.evaluate(a[0], a[1], a[2], a[3], 0),
+    'context cut short': (/** @type {number[]} */ ...a) => abi.evaluate(a[0], a[1], a[2], a[3], Math.max(0, a[4] - 12)),
+    'call cut short': (/** @type {number[]} */ ...a) => abi.evaluate(a[0], a[1], Math.max(0, a[2] - 4), a[3], a[4]),
+  };
+  for (const [label, evaluate] of Object.entries(drifts)) {
+    const probed = checkedFastPath({ ...abi, evaluate }, rep, viaWrapper);
+    assert.equal(probed.fast, null, label);
+    assert.match(String(probed.problem), /probe differs/, label);
   }
 });
