@@ -109,12 +109,15 @@ class Budget:
     min_mixes: int
     #: Fresh processes for the cold start (median).
     cold_runs: int
+    #: Fresh loads per `load` line, toolgate's and Cedar's alternating (medians): single shots
+    #: varied severalfold between runs.
+    ready_rounds: int
 
 
 BUDGETS = {
-    "smoke": Budget(rounds=1, slice_seconds=0.0, min_mixes=2, cold_runs=1),
-    "quick": Budget(rounds=7, slice_seconds=0.06, min_mixes=4, cold_runs=3),
-    "default": Budget(rounds=21, slice_seconds=0.2, min_mixes=16, cold_runs=3),
+    "smoke": Budget(rounds=1, slice_seconds=0.0, min_mixes=2, cold_runs=1, ready_rounds=1),
+    "quick": Budget(rounds=7, slice_seconds=0.06, min_mixes=4, cold_runs=3, ready_rounds=3),
+    "default": Budget(rounds=21, slice_seconds=0.2, min_mixes=16, cold_runs=3, ready_rounds=5),
 }
 
 
@@ -387,28 +390,33 @@ print(json.dumps({"decision": json.loads(decision), "phases_ms": {k: v * 1e3 for
 
 # A child with TOOLGATE_COMPONENT set to a prepared component (`toolgate prepare`):
 # loads once (the prepared component's code is compiled or mapped from the cache),
-# then times a fresh load + the first decision on every tool, as toolgate_ready does.
+# then times a fresh load + the first decision on every tool, as toolgate_ready does
+# (the median of ROUNDS such loads).
 PREPARED_SCRIPT = r"""
-import json, sys, time
+import gc, json, statistics, sys, time
 from mcp_toolgate import RuleSet
 policy = open(sys.argv[1], encoding="utf-8").read()
 catalog = open(sys.argv[2], encoding="utf-8").read()
-context, load_fuel = sys.argv[3], int(sys.argv[4])
+context, load_fuel, rounds = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 calls = [f'{{"name":{json.dumps(t["name"])},"arguments":{{}}}}'.encode() for t in json.loads(catalog)["tools"]]
 RuleSet.load(catalog=catalog, policy=policy, load_fuel=load_fuel)
-t = time.perf_counter_ns()
-rules = RuleSet.load(catalog=catalog, policy=policy, load_fuel=load_fuel)
-decisions = [rules.evaluate_json(call, context) for call in calls]
-took = time.perf_counter_ns() - t
-print(json.dumps({"ns": took, "decisions": decisions}))
+samples = []
+for _ in range(rounds):
+    gc.collect()
+    t = time.perf_counter_ns()
+    rules = RuleSet.load(catalog=catalog, policy=policy, load_fuel=load_fuel)
+    decisions = [rules.evaluate_json(call, context) for call in calls]
+    samples.append(time.perf_counter_ns() - t)
+    del rules
+print(json.dumps({"ns": int(statistics.median(samples)), "decisions": decisions}))
 """
 
 
-def prepared_ready(data: Path, prepared: Path, scale: str, context: str) -> tuple[int, list[str]]:
+def prepared_ready(data: Path, prepared: Path, scale: str, context: str, rounds: int) -> tuple[int, list[str]]:
     """ns to the rule set of `scale` tools ready to decide with the component prepared for
     it, and its first decisions."""
     env = {**os.environ, "TOOLGATE_COMPONENT": str(prepared / "toolgate_policy.wasm")}
-    args = [str(data / "policy.yaml"), str(data / scale / "catalog.json"), context, str(LOAD_FUEL)]
+    args = [str(data / "policy.yaml"), str(data / scale / "catalog.json"), context, str(LOAD_FUEL), str(rounds)]
     stdout, _ = spawn_timed(["-c", PREPARED_SCRIPT, *args], env)
     try:
         child = json.loads(stdout)
@@ -619,8 +627,13 @@ def run(data: Path, budget: Budget, scales: list[str], prepared: Path | None = N
         catalog = read_text(data / scale / "catalog.json")
         entities_text = read_text(data / scale / "entities.json")
         ready_calls = first_calls(catalog)
-        ready_ns = toolgate_ready(catalog, policy, ready_calls, context)
-        cedar_ready_ns = cedar_ready(policies_text, schema_text, entities_text)
+        toolgate_samples: list[int] = []
+        cedar_samples: list[int] = []
+        for _ in range(budget.ready_rounds):
+            toolgate_samples.append(toolgate_ready(catalog, policy, ready_calls, context))
+            cedar_samples.append(cedar_ready(policies_text, schema_text, entities_text))
+        ready_ns = int(statistics.median(toolgate_samples))
+        cedar_ready_ns = int(statistics.median(cedar_samples))
         del catalog, entities_text
         results[scale].update(tools=len(ready_calls), toolgate_ready_ns=ready_ns, cedar_ready_ns=cedar_ready_ns)
         load_lines.append(f"load python {len(ready_calls)} {ready_ns} {cedar_ready_ns} {ready_ns / cedar_ready_ns:.3f}")
@@ -636,8 +649,10 @@ def run(data: Path, budget: Budget, scales: list[str], prepared: Path | None = N
             continue
         catalog_text = read_text(data / scale / "catalog.json")
         calls = first_calls(catalog_text)
-        expected = [RuleSet.load(catalog=catalog_text, policy=policy).evaluate_json(c, context) for c in calls]
-        ready_ns, decisions = prepared_ready(data, prepared_dir, scale, context)
+        shipped = RuleSet.load(catalog=catalog_text, policy=policy)
+        expected = [shipped.evaluate_json(c, context) for c in calls]
+        del shipped
+        ready_ns, decisions = prepared_ready(data, prepared_dir, scale, context, budget.ready_rounds)
         if decisions != expected:
             raise BenchError(f"the prepared component and the package's decide differently at {scale} tools")
         cedar_ready_ns = results[scale]["cedar_ready_ns"]
