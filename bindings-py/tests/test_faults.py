@@ -29,6 +29,12 @@ def test_call_over_the_limit_is_denied_without_reaching_the_component(retail_rul
     huge_context = '{"surface":"confirming","scopes":["' + "s" * MAX_INPUT_BYTES + '"]}'
     assert retail_rules.evaluate_json(LOOKUP, huge_context) == FAULTS["INPUT_TOO_LARGE"]
     assert retail_rules.evaluate("consultar_pedido", {"order_id": "x" * MAX_INPUT_BYTES}).code == "INPUT_TOO_LARGE"
+    # Lone surrogates are sent as 6-byte `\udcXX` escapes: counted as sent, not as 4 bytes a code point
+    # (about 4.2 MB would have reached the engine), and never a UnicodeEncodeError in place of a deny.
+    for count in (MAX_INPUT_BYTES // 6 + 10, MAX_INPUT_BYTES // 4 + 1):
+        lone = '{"surface":"confirming","scopes":["' + "\udc80" * count + '"]}'
+        assert retail_rules.evaluate_json(LOOKUP, lone) == FAULTS["INPUT_TOO_LARGE"], count
+        assert retail_rules.decide(LOOKUP, lone).decision.code == "INPUT_TOO_LARGE", count
 
 
 # Each fault below is injected into the real component: the deny has the

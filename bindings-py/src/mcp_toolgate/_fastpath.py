@@ -370,7 +370,11 @@ class Calls:
                 ffi.wasmtime_component_val_delete(ctypes.byref(params[i]))
 
     def evaluate(self, handle: wc.ResourceAny, call: bytes, context: bytes, fuel: int) -> str:
-        """``[method]rule-set.evaluate`` with `fuel`, its arguments lent (`_EvaluateArgs`)."""
+        """``[method]rule-set.evaluate`` with `fuel`, its arguments lent (`_EvaluateArgs`).
+        `context` must be UTF-8 (a WIT string): wasmtime's C API panics on
+        anything else, which aborts the process, so it is checked here."""
+        if not context.isascii():
+            context.decode("utf-8")  # raises UnicodeDecodeError, as the public path does
         args = self._evaluate_args
         if args is None:
             args = self._evaluate_args = _EvaluateArgs(self._evaluate)

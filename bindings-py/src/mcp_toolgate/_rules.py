@@ -106,8 +106,10 @@ def _context_bytes(context: str) -> bytes:
 
 
 def _too_large(text: str) -> bool:
-    # A str has at most 4 UTF-8 bytes per code point: encode only when needed.
-    return len(text) > MAX_INPUT_BYTES // 4 and len(text.encode("utf-8")) > MAX_INPUT_BYTES
+    # At most 6 bytes per code point are sent (4 for a character, 6 for a
+    # lone surrogate written as its `\udcXX` escape by _context_bytes, 3 by
+    # _utf8): encode only when it could matter, counting the larger form.
+    return len(text) > MAX_INPUT_BYTES // 6 and len(text.encode("utf-8", "backslashreplace")) > MAX_INPUT_BYTES
 
 
 class RuleSet:
