@@ -132,7 +132,17 @@ export function instantiateComponent(coreModule, options) {
   };
   const instantiateCore = (/** @type {any} */ module, /** @type {any} */ imports) => {
     if (module === SHIM_TABLE) {
-      return { exports: { 0: (/** @type {number} */ rep) => { if (dtor) dtor(rep); }, $imports: null } };
+      // Run by jco's FinalizationRegistry too, where a throw ends the Node
+      // process: a destructor that traps (an instance left broken by a fault)
+      // frees nothing a decision depends on.
+      const drop = (/** @type {number} */ rep) => {
+        try {
+          if (dtor) dtor(rep);
+        } catch {
+          // the instance is discarded after a fault anyway
+        }
+      };
+      return { exports: { 0: drop, $imports: null } };
     }
     if (module === SHIM_FILL) {
       dtor = imports[''][0];
@@ -195,12 +205,15 @@ export function fastEvaluate(abi, rep) {
   const { memory, realloc, evaluate, post } = abi;
   const contexts = new ContextBytesCache(encoder);
   return (bytes, context) => {
-    const callPtr = realloc(0, 0, 1, bytes.length);
-    new Uint8Array(memory.buffer, callPtr, bytes.length).set(bytes);
+    // One length for the allocation, the copy and the guest (a view over a
+    // growable buffer could change between reads).
+    const n = bytes.length;
+    const callPtr = realloc(0, 0, 1, n);
+    new Uint8Array(memory.buffer, callPtr, n).set(bytes.subarray(0, n));
     const ctx = contexts.bytes(context);
     const ctxPtr = ctx.length === 0 ? 1 : realloc(0, 0, 1, ctx.length);
     if (ctx.length > 0) new Uint8Array(memory.buffer, ctxPtr, ctx.length).set(ctx);
-    const ret = evaluate(rep, callPtr, bytes.length, ctxPtr, ctx.length);
+    const ret = evaluate(rep, callPtr, n, ctxPtr, ctx.length);
     const view = new DataView(memory.buffer);
     const ptr = view.getUint32(ret, true);
     const len = view.getUint32(ret + 4, true);

@@ -384,7 +384,13 @@ export class Toolgate {
     this.#closed = true;
     this.#engine = null;
     this.#module = /** @type {any} */ (null);
-    if (r && typeof r[Symbol.dispose] === 'function') r[Symbol.dispose]();
+    if (r && typeof r[Symbol.dispose] === 'function') {
+      try {
+        r[Symbol.dispose]();
+      } catch {
+        // a rule set whose instance a fault left broken: closed all the same
+      }
+    }
   }
 
   [Symbol.dispose]() { this.close(); }

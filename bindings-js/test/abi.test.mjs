@@ -214,3 +214,28 @@ test('the probes refuse a fast path that loses or misreads the context or the ca
     assert.match(String(probed.problem), /probe differs/, label);
   }
 });
+
+test('a rule set whose guest destructor traps is dropped without ending the process (dispose and the finalizer)', () => {
+  // A heap left broken by a fault, simulated by scribbling over the rule set's guest memory.
+  const src = new URL('../src/', import.meta.url).href;
+  const script = `
+    import { compileCoreModule } from '${src}index.js';
+    import { loadEngine } from '${src}runtime.js';
+    const module = await compileCoreModule();
+    const catalog = JSON.stringify({ tools: [{ name: 'read', annotations: { readOnlyHint: true } }] });
+    const broken = () => {
+      const engine = loadEngine(module, { policy: undefined, catalog, fastPath: true, maxMemoryBytes: Infinity });
+      new Uint8Array(engine.raw.memory.buffer, engine.rep, 16).fill(0xff);
+      return engine;
+    };
+    broken().rules[Symbol.dispose]();
+    const kept = broken();
+    globalThis.keep = kept.raw; // the instance stays; only the rule set's handle becomes garbage
+    kept.rules = null;
+    kept.evaluate = null;
+    for (let i = 0; i < 5; i++) { await new Promise((r) => setTimeout(r, 20)); globalThis.gc(); }
+    console.log('survived');
+  `;
+  const out = execFileSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.equal(out.trim(), 'survived');
+});
