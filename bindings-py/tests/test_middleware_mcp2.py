@@ -514,6 +514,15 @@ def test_resolvers_run_only_on_arguments_the_engine_allowed() -> None:
     assert effects == [("reserved", 0), ("paid", 0)] and codes == ["ALLOWED"]
 
 
+def test_a_denied_model_output_is_not_logged_as_a_crashed_tool(caplog: pytest.LogCaptureFixture) -> None:
+    server = _pay_server([], resolver=False)
+    protect(server, rules=RuleSet.load(catalog=PAY_CATALOG))
+    with caplog.at_level("INFO"):
+        denied = run(server, lambda c: c.call_tool("pay", {"amount": 5}))
+    assert json.loads(_text(denied))["error"]["code"] == "BAD_REQUEST"
+    assert not [r for r in caplog.records if r.exc_info or "unexpected exception" in r.getMessage()]
+
+
 def test_a_transformed_amount_is_decided_once_before_the_function() -> None:
     """The model's output is decided where it is made, once: the function's
     own check finds it decided (5 -> 5000, allowed up to 10 000)."""

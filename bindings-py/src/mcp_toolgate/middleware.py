@@ -104,8 +104,23 @@ _ALLOWED: contextvars.ContextVar[_Allowed | None] = contextvars.ContextVar("tool
 _CHECKED = "__toolgate_checked__"
 
 
-class _Denied(Exception):
-    """Raised in place of a FastMCP handler whose validated arguments the engine denied."""
+try:  # mcp 2.x: Tool.run and MCPServer pass an MCPError through untouched (and unlogged)
+    from mcp.shared.exceptions import MCPError as _PassedThrough
+except ImportError:  # mcp 1.x
+    _PassedThrough = Exception  # type: ignore[misc,assignment]
+
+
+class _Denied(_PassedThrough):  # type: ignore[misc,valid-type]
+    """Raised in place of a FastMCP handler whose validated arguments the engine
+    denied. The guard answers with the engine's denial whatever the SDK makes of
+    it; on mcp 2.x it is an ``MCPError``, so MCPServer does not log every denial
+    as a tool that crashed."""
+
+    def __init__(self, decision_json: str) -> None:
+        if _PassedThrough is Exception:
+            super().__init__(decision_json)
+        else:
+            super().__init__(code=-32600, message=decision_json)
 
 
 def _same_arguments(a: dict[str, Any], b: dict[str, Any]) -> bool:
