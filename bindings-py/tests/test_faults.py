@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import json
 
 import pytest
@@ -29,6 +30,13 @@ def test_call_over_the_limit_is_denied_without_reaching_the_component(retail_rul
     huge_context = '{"surface":"confirming","scopes":["' + "s" * MAX_INPUT_BYTES + '"]}'
     assert retail_rules.evaluate_json(LOOKUP, huge_context) == FAULTS["INPUT_TOO_LARGE"]
     assert retail_rules.evaluate("consultar_pedido", {"order_id": "x" * MAX_INPUT_BYTES}).code == "INPUT_TOO_LARGE"
+    # Any buffer is its bytes, counted as bytes (a memoryview's len() counts items), on either path.
+    wide = array.array("H")
+    wide.frombytes(LOOKUP + b" " * (len(LOOKUP) % 2))
+    assert retail_rules.evaluate_json(memoryview(wide), "{}") == retail_rules.evaluate_json(bytes(wide), "{}")
+    assert retail_rules.evaluate_json(bytearray(LOOKUP), "{}") == retail_rules.evaluate_json(LOOKUP, "{}")
+    padded = array.array("Q", b" " * (8 * (MAX_INPUT_BYTES // 8 + 1)))
+    assert retail_rules.evaluate_json(memoryview(padded), "{}") == FAULTS["INPUT_TOO_LARGE"]
     # Lone surrogates are sent as 6-byte `\udcXX` escapes: counted as sent, not as 4 bytes a code point
     # (about 4.2 MB would have reached the engine), and never a UnicodeEncodeError in place of a deny.
     for count in (MAX_INPUT_BYTES // 6 + 10, MAX_INPUT_BYTES // 4 + 1):

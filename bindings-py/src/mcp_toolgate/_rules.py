@@ -232,6 +232,10 @@ class RuleSet:
     def evaluate_json(self, call: bytes, context: str = '{"surface":"confirming"}') -> str:
         """The raw contract: call bytes and context JSON in, decision bytes out.
         Never raises for a fault: a fault is its own deny decision."""
+        if not isinstance(call, bytes):
+            # Any buffer (bytearray, a memoryview of wider items): its bytes,
+            # counted as bytes, and one shape for both ways into wasmtime.
+            call = memoryview(call).tobytes()
         if len(call) > MAX_INPUT_BYTES or _too_large(context):
             return FAULTS["INPUT_TOO_LARGE"]
         text = _context_bytes(context)
