@@ -335,3 +335,28 @@ def test_evaluate_with_a_dict_decides_on_the_values_given(amount: float) -> None
     assert decision.code == "BAD_REQUEST"
     assert decision.json == engine(call_json("pay", {"amount": amount}))
     assert RULES.evaluate({"name": "pay", "arguments": {"amount": amount}}).json == decision.json
+
+
+def test_a_nested_model_is_written_under_the_keys_its_json_schema_constrains() -> None:
+    """The re-decision writes a handler's model under the names the catalog's
+    JSON Schema (validation mode, by alias) gives its fields: a field read from
+    `amt` but written as `amount` would be decided on a key the schema does
+    not constrain (review 8)."""
+    from pydantic import AliasChoices, AliasPath, BaseModel, Field
+
+    class ValidationAlias(BaseModel):
+        amount: int = Field(validation_alias="amt")
+
+    class SerializationAlias(BaseModel):
+        amount: int = Field(alias="am", serialization_alias="out")
+
+    class Choices(BaseModel):
+        amount: int = Field(validation_alias=AliasChoices(AliasPath("a", 0), "y"))
+
+    class Path(BaseModel):
+        amount: int = Field(alias="al", validation_alias=AliasPath("a", 0))
+
+    for model in (ValidationAlias(amt=1), SerializationAlias(am=2), Choices(y=3), Path(a=[4])):
+        written = json.loads(engine_json(model))
+        assert list(written) == list(type(model).model_json_schema(by_alias=True)["properties"]), model
+        assert list(written.values()) == [model.amount]  # type: ignore[attr-defined]

@@ -135,12 +135,27 @@ def _other(v: Any, depth: int, out: list[str]) -> None:
         for i, (name, info) in enumerate(fields.items()):
             if i:
                 out.append(",")
-            out.append(encode_basestring(info.serialization_alias or info.alias or name))
+            out.append(encode_basestring(_schema_name(name, info)))
             out.append(":")
             _write(getattr(v, name), depth + 1, out)
         out.append("}")
     else:
         out.append(REFUSED)
+
+
+def _schema_name(name: str, info: Any) -> str:
+    """The key a model field has in its JSON Schema (validation mode, by alias:
+    what the catalog's schema constrains), as pydantic names it there: the
+    validation alias when it is a key, the first of its choices that is a key,
+    the name when it is a path; without one, the alias, else the name. Never
+    the serialization alias, which the schema does not name."""
+    alias = info.validation_alias
+    if alias is None:
+        return info.alias or name
+    if isinstance(alias, str):
+        return alias
+    keys = [choice for choice in getattr(alias, "choices", ()) if isinstance(choice, str)]
+    return keys[0] if keys else name
 
 
 def _is_model(v: Any) -> bool:
