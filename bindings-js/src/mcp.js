@@ -90,6 +90,11 @@ const ownedServerRefusal = () => ({ content: [{ type: 'text', text: `toolgate: $
  *   enforced (allow or deny, the arguments forwarded, the result answered) is
  *   read from the engine's bytes before it runs, and `decision.toJSON()` is a
  *   fresh copy. A hook that throws stops the call: no handler runs.
+ * @property {(name: unknown) => Record<string, unknown>} [unknownTool]
+ *   The result for a tool the engine does not let this caller see (NOT_FOUND),
+ *   so that it answers exactly as the server answers a tool it does not have.
+ *   Default: McpServer's answer (`unknownToolResult`); a low-level Server that
+ *   answers unknown tools another way gives its own here.
  */
 /**
  * @typedef {object} ToolErrorResult
@@ -158,13 +163,14 @@ export function unknownToolResult(name) {
  * tool it does not have.
  * @param {string} name
  * @param {import('./core.js').CallOutcome} outcome
+ * @param {(name: string) => Record<string, unknown>} [unknownTool]
  * @returns {{ forward: Record<string, unknown>, denied: null } | { forward: null, denied: Record<string, unknown> }}
  */
-function enforced(name, outcome) {
+function enforced(name, outcome, unknownTool = unknownToolResult) {
   if (outcome.forwardJson !== null && outcome.decision.ok) {
     return { forward: parseExact(outcome.forwardJson), denied: null };
   }
-  const denied = outcome.blockedResultJson !== null ? JSON.parse(outcome.blockedResultJson) : unknownToolResult(name);
+  const denied = outcome.blockedResultJson !== null ? JSON.parse(outcome.blockedResultJson) : unknownTool(/** @type {string} */ (name));
   return { forward: null, denied };
 }
 
@@ -208,6 +214,8 @@ export function guardServer(guarded, options) {
   const policy = options.policy ?? null;
   if (policy !== null && typeof policy !== 'string') throw new TypeError('guardServer: policy must be the policy text (a string) or null');
   const contextOf = options.context ?? defaultContext;
+  const unknownTool = options.unknownTool ?? unknownToolResult;
+  if (typeof unknownTool !== 'function') throw new TypeError('guardServer: unknownTool must be a function of the tool name');
   // SPEC §8: the model's own `confirmed: true` counts only where the host is
   // configured to trust it, so `'argument'` must be asked for.
   const confirmation = options.confirmation ?? 'none';
@@ -299,7 +307,7 @@ export function guardServer(guarded, options) {
     // The exact values the handler gets: nothing JSON cannot say is rewritten
     // (calljson.js); Infinity, NaN and the like are refused by the engine.
     const outcome = gate.decide(callJson(name, args), context, confirmation);
-    const result = enforced(name, outcome);
+    const result = enforced(name, outcome, unknownTool);
     options.onDecision?.(outcome.decision, { name, extra });
     return result;
   };

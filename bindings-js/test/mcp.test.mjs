@@ -14,7 +14,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { connect } from './lib/connect.mjs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolResultSchema, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, CallToolResultSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { Toolgate } from '../src/index.js';
 import { guardServer } from '../src/mcp.js';
@@ -202,6 +202,29 @@ test('low-level Server: tools/call and tools/list that reach fallbackRequestHand
       await client.close();
     }
   }
+});
+
+test('low-level Server with its own unknown-tool answer: unknownTool makes a hidden tool answer exactly like a missing one', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const served = JSON.parse(plansCatalog).tools.map((/** @type {any} */ t) => ({ name: t.name, inputSchema: t.inputSchema ?? { type: 'object' } }));
+  const missing = (/** @type {unknown} */ name) => ({ content: [{ type: 'text', text: `no tool called ${String(name)} here` }], isError: true });
+  const server = new Server({ name: 'relay', version: '1' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: served }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    if (!served.some((/** @type {any} */ t) => t.name === request.params.name)) return missing(request.params.name);
+    return { content: [{ type: 'text', text: 'ran' }] };
+  });
+  guardServer(server, { gate, context: () => ({ surface: 'direct' }), unknownTool: missing });
+  const client = await connect(server);
+  try {
+    const hidden = await client.callTool({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD' } });
+    const absent = await client.callTool({ name: 'no_such_tool', arguments: {} });
+    assert.deepEqual(hidden, missing('alterar_plano'));
+    assert.deepEqual(absent, missing('no_such_tool'));
+  } finally {
+    await client.close();
+  }
+  assert.throws(() => guardServer(new Server({ name: 'x', version: '1' }, { capabilities: { tools: {} } }), { gate, unknownTool: /** @type {any} */ ('text') }), /unknownTool must be a function/);
 });
 
 test('default context: scopes from the request\'s auth info', async () => {
