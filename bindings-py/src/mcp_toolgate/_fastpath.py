@@ -330,6 +330,12 @@ class Calls:
             self.lowerers[name] = kinds
         self._evaluate = fns[evaluate]
         _require(isinstance(self._evaluate.result, wc.String), "evaluate does not return a string")
+        # `_EvaluateArgs` lends exactly these three: another shape falls back to
+        # the public path instead of every call being refused by wasmtime.
+        _require(
+            self.lowerers[evaluate] == ["generic", "bytes", "str"],
+            f"evaluate takes {self.lowerers[evaluate]}, not (rule-set, list<u8>, string)",
+        )
         self._evaluate_args: _EvaluateArgs | None = None
         # The store's context pointer lives as long as the store (wasmtime_store_context).
         self._context = store._context()
@@ -475,6 +481,11 @@ class _EvaluateArgs:
             return ctypes.string_at(text.data, text.size).decode("utf-8") if text.size else ""
         finally:
             ffi.wasm_byte_vec_delete(self.result_string_ref)
+            # The slot is reused: wasmtime drops what a call finds in it, so it
+            # must hold nothing owned (wasmtime-py's own lift leaves a bool).
+            self.result.kind = 0
+            text.size = 0
+            text.data = None
 
 
 def _grown(cap: int, n: int) -> int:
