@@ -445,9 +445,14 @@ class Guard:
                 self._derived_from = derived_from if own is not None else None
         return self._rules
 
+    @property
+    def _tool_manager(self) -> Any:
+        """The MCPServer's / FastMCP's tool table (None on a low-level server)."""
+        return getattr(self._fastmcp, "_tool_manager", None)
+
     def _served_tools(self) -> dict[str, Any] | None:
         """The MCPServer's / FastMCP's tools by name (None on a low-level server)."""
-        manager = getattr(self._fastmcp, "_tool_manager", None)
+        manager = self._tool_manager
         return None if manager is None else {tool.name: tool for tool in manager.list_tools()}
 
     async def _current_rules(self, request_context: Any, name: str | None) -> RuleSet:
@@ -458,7 +463,7 @@ class Guard:
         rules = await self.rules(request_context)
         derived = self._derived_from
         if derived is not None and rules is self._rules:
-            manager = getattr(self._fastmcp, "_tool_manager", None)
+            manager = self._tool_manager
             if name is not None:
                 stale = manager is not None and manager.get_tool(name) is not derived.get(name)
             else:
@@ -603,7 +608,7 @@ class Guard:
     def _check_tool(self, name: str) -> bool:
         """On FastMCP: makes the tool's handler check the arguments it gets
         (see the module doc); False when there is no such tool to check."""
-        manager = getattr(self._fastmcp, "_tool_manager", None)
+        manager = self._tool_manager
         tool = manager.get_tool(name) if manager is not None else None
         if tool is None:
             return False
