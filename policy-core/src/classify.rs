@@ -84,6 +84,13 @@ pub fn catalog_hint(tool: &CatalogTool) -> CatalogHint {
 /// in an `allOf` branch) declares it as surely as one written flat: read
 /// only at the top, such a tool lost its schema's call for confirmation,
 /// and the field a person's yes sets was removed as undeclared.
+///
+/// A reference this walk cannot follow exactly (an anchor, a percent-encoded
+/// or missing pointer, a base changed by a nested `$id`, `$dynamicRef`,
+/// `$recursiveRef`) may lead to a declaration the validator applies, so it
+/// counts as declaring: the tool asks for confirmation and a yes's field is
+/// kept for its schema to judge, as for a declaration the walk found. Read
+/// as "not declared", such a tool ran unconfirmed (review 10).
 pub fn declares_property(schema: Option<&serde_json::Value>, name: &str) -> bool {
     use serde_json::Value;
     let Some(root) = schema else {
@@ -112,8 +119,26 @@ pub fn declares_property(schema: Option<&serde_json::Value>, name: &str) -> bool
                 .get("required")
                 .and_then(Value::as_array)
                 .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(name)));
-        if own {
+        let unfollowed = ["$dynamicRef", "$recursiveRef"]
+            .into_iter()
+            .any(|k| object.contains_key(k))
+            || (!std::ptr::eq(schema, root) && object.contains_key("$id"));
+        if own || unfollowed {
             return true;
+        }
+        for key in ["dependentRequired", "dependencies"] {
+            for value in object
+                .get(key)
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|m| m.values())
+            {
+                match value {
+                    Value::Array(names) if names.iter().any(|v| v.as_str() == Some(name)) => return true,
+                    Value::Object(_) => pending.push(value),
+                    _ => {}
+                }
+            }
         }
         for key in ["allOf", "anyOf", "oneOf"] {
             if let Some(list) = object.get(key).and_then(Value::as_array) {
@@ -126,13 +151,17 @@ pub fn declares_property(schema: Option<&serde_json::Value>, name: &str) -> bool
         if let Some(map) = object.get("dependentSchemas").and_then(Value::as_object) {
             pending.extend(map.values());
         }
-        pending.extend(
-            object
-                .get("$ref")
-                .and_then(Value::as_str)
+        if let Some(reference) = object.get("$ref") {
+            let target = reference
+                .as_str()
                 .and_then(|reference| reference.strip_prefix('#'))
-                .and_then(|pointer| root.pointer(pointer)),
-        );
+                .filter(|pointer| !pointer.contains('%'))
+                .and_then(|pointer| root.pointer(pointer));
+            match target {
+                Some(target) => pending.push(target),
+                None => return true,
+            }
+        }
     }
     false
 }
@@ -283,6 +312,35 @@ mod tests {
         chain.insert("c100000".into(), serde_json::json!({"required": ["confirmed"]}));
         let chained = serde_json::json!({"$ref": "#/$defs/c0", "$defs": chain});
         assert!(declares_property(Some(&chained), "confirmed"));
+    }
+
+    /// References the walk cannot follow exactly count as declaring; the
+    /// ones it follows still tell a declaration from its absence.
+    #[test]
+    fn a_reference_not_followed_exactly_counts_as_declaring() {
+        let plain = serde_json::json!({"$defs": {"d": {"type": "string"}}});
+        let unfollowed = [
+            serde_json::json!({"$ref": "#d", "$defs": {"d": {"$anchor": "d"}}}),
+            serde_json::json!({"$ref": "#/$defs/a%20b", "$defs": {"a b": {}}}),
+            serde_json::json!({"$ref": "#/$defs/missing"}),
+            serde_json::json!({"$ref": "https://example.com/s"}),
+            serde_json::json!({"allOf": [{"$id": "https://example.com/inner", "$ref": "#/x"}]}),
+            serde_json::json!({"$dynamicRef": "#m", "$defs": {"m": {"$dynamicAnchor": "m"}}}),
+            serde_json::json!({"dependentRequired": {"id": ["confirmed"]}}),
+            serde_json::json!({"dependencies": {"id": {"properties": {"confirmed": {}}}}}),
+        ];
+        for schema in &unfollowed {
+            assert!(declares_property(Some(schema), "confirmed"), "{schema}");
+        }
+        let followed = [
+            serde_json::json!({"$ref": "#/$defs/d", "$defs": plain["$defs"].clone()}),
+            serde_json::json!({"$id": "https://example.com/root", "$ref": "#/$defs/d", "$defs": plain["$defs"].clone()}),
+            serde_json::json!({"dependentRequired": {"id": ["other"]}}),
+            serde_json::json!({"dependencies": {"id": {"properties": {"other": {}}}}}),
+        ];
+        for schema in &followed {
+            assert!(!declares_property(Some(schema), "confirmed"), "{schema}");
+        }
     }
     use super::*;
 

@@ -56,7 +56,7 @@ fn string_list(value: &Value, key: &str) -> Result<Option<Vec<String>>, Problem>
 impl Context {
     /// Parses the context JSON. Empty text or `null` is the default context.
     pub fn parse(text: &str) -> Result<Context, Problem> {
-        if text.trim().is_empty() {
+        if crate::json::is_blank(text) {
             return Ok(Context::default());
         }
         let value = crate::json::parse_strict_text(text).map_err(|e| {

@@ -8,6 +8,13 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
+/// Text that is empty or JSON white space only (RFC 8259: space, tab, line
+/// feed, carriage return). `str::trim` also strips Unicode spaces, which made
+/// a context of one no-break space the default, most permissive one.
+pub fn is_blank(text: &str) -> bool {
+    text.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+}
+
 /// Parses JSON text, refusing duplicate object keys, invalid UTF-8, lone
 /// surrogates, numbers out of `f64` range and nesting deeper than 128.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {

@@ -143,7 +143,7 @@ fn input_problem(message: impl Into<String>) -> Problem {
 }
 
 fn parse_json(text: &str, origin: Origin) -> Result<Value, Problem> {
-    if text.trim().is_empty() {
+    if json::is_blank(text) {
         return Ok(Value::Null);
     }
     json::parse_strict(text.as_bytes()).map_err(|e| {
