@@ -4,6 +4,7 @@
 // tool's handler runs: the handler gets exactly the arguments the engine
 // forwards, a blocked call gets exactly the engine's blocked result. This
 // host never adds, removes or reads the confirmation fields itself.
+import { createRequire } from 'node:module';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { callJson, sortedJson } from './calljson.js';
@@ -24,8 +25,16 @@ const toolsOwner = new WeakMap();
 const OWNED_SERVER = 'this Server belongs to an McpServer (McpServer installed its tools handlers): guard the McpServer itself, guardServer(mcpServer, options), not mcpServer.server, so that the arguments its zod schemas hand the tool handlers are decided too';
 /** Set on an McpServer given to guardServer, whose own handler check runs. */
 const kMcpGuarded = Symbol.for('toolgate.mcp.mcpGuarded');
-{
-  const proto = /** @type {any} */ (McpServer.prototype);
+/** McpServer prototypes already given the checks below. */
+const patchedPrototypes = new WeakSet();
+/**
+ * Gives one copy of McpServer the owned-Server checks: the pair record and
+ * the per-call refusal.
+ * @param {any} proto
+ */
+function watchMcpServerCopy(proto) {
+  if (!proto || patchedPrototypes.has(proto)) return;
+  patchedPrototypes.add(proto);
   const install = proto.setToolRequestHandlers;
   if (typeof install === 'function') {
     proto.setToolRequestHandlers = function (/** @type {any[]} */ ...args) {
@@ -34,7 +43,7 @@ const kMcpGuarded = Symbol.for('toolgate.mcp.mcpGuarded');
     };
   }
   // The pair above is recorded only for McpServers that install their tools
-  // handlers after this module is imported. Every path to a tool handler
+  // handlers after this copy is patched. Every path to a tool handler
   // passes these two methods, looked up on the instance at call time, so an
   // McpServer whose Server was guarded on its own (whenever it was built) runs
   // no handler: the guard decided the arguments as sent, the handler would
@@ -49,6 +58,26 @@ const kMcpGuarded = Symbol.for('toolgate.mcp.mcpGuarded');
     };
   }
 }
+watchMcpServerCopy(McpServer.prototype);
+
+/**
+ * The SDK ships a CommonJS copy beside its ES modules
+ * (`require('@modelcontextprotocol/sdk/server/mcp.js')`), with its own
+ * McpServer class that the import above does not reach. An McpServer exists
+ * before its `.server` can be given to guardServer, so its module is loaded
+ * by then: every CommonJS copy in the module cache (any version, any path)
+ * gets the same checks when a low-level Server is guarded. An ES module copy
+ * other than the one this package resolves cannot be found this way
+ * (documented in the README).
+ */
+function watchLoadedCommonJsCopies() {
+  for (const [path, entry] of Object.entries(requireHere.cache)) {
+    if (!COMMONJS_MCP.test(path)) continue;
+    watchMcpServerCopy(/** @type {any} */ (entry)?.exports?.McpServer?.prototype);
+  }
+}
+const requireHere = createRequire(import.meta.url);
+const COMMONJS_MCP = /[\\/]@modelcontextprotocol[\\/]sdk[\\/]dist[\\/]cjs[\\/]server[\\/]mcp\.js$/;
 const ownedServerRefusal = () => ({ content: [{ type: 'text', text: `toolgate: ${OWNED_SERVER}; no tool runs` }], isError: true });
 
 /**
@@ -229,6 +258,7 @@ export function guardServer(guarded, options) {
   }
   if (server[kGuarded]) throw new Error('this server is already guarded');
   server[kGuarded] = true;
+  if (server === target) watchLoadedCommonJsCopies();
   // McpServer installs its tools handlers on the first registerTool; install
   // them now so they are wrapped even when tools are registered later.
   if (typeof target.registerTool === 'function' && !server._requestHandlers.has(CALL) && typeof target.setToolRequestHandlers === 'function') {
