@@ -143,6 +143,18 @@ def test_a_yes_naming_the_digest_runs_only_the_call_shown(retail_rules: RuleSet)
     assert info.value.code == "STATE_INVALID_VALUE"
 
 
+def test_a_turn_the_engine_cannot_read_as_given_is_refused(retail_rules: RuleSet) -> None:
+    # The turn's input is written as the engine reads calls (_calljson), not
+    # by json.dumps: an int key would become "1" and a set a TypeError; both
+    # are the engine's own refusal now, as a Node turn can only send text.
+    for arguments in ({"order_id": "123", 1: "x"}, {"order_id": {"123"}}):
+        with pytest.raises(ProblemError) as info:
+            retail_rules.turn(None, [{"name": "consultar_pedido", "arguments": arguments}])
+        assert info.value.problem.origin == "input", info.value.problem
+    with pytest.raises(ProblemError):
+        retail_rules.turn(None, [], context={"surface": "confirming", 7: True})
+
+
 def test_one_transactional_call_per_turn(retail_rules: RuleSet) -> None:
     calls = [
         {"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "r"}},

@@ -22,7 +22,6 @@ from ._types import (
     ToolCall,
     TurnState,
     context_json,
-    dumps,
     fault_outcome,
 )
 
@@ -372,14 +371,14 @@ class RuleSet:
         elif isinstance(state, str):
             state_text = state
         else:
-            state_text = dumps(dict(state))
-        ctx = json.loads(context_json(context))
-        payload = {
-            "context": ctx,
-            "calls": [c.to_dict() if isinstance(c, ToolCall) else dict(c) for c in calls],
-            "user_confirmed": user_confirmed,
-        }
-        return TurnState.from_json(self.turn_json(state_text, dumps(payload)))
+            state_text = engine_json(dict(state))
+        # Written as calls are (_calljson), the context's text as given: the
+        # engine reads and judges all of it.
+        calls_text = engine_json([c.to_dict() if isinstance(c, ToolCall) else dict(c) for c in calls])
+        payload = (
+            f'{{"context":{context_json(context)},"calls":{calls_text},"user_confirmed":{engine_json(user_confirmed)}}}'
+        )
+        return TurnState.from_json(self.turn_json(state_text, payload))
 
     def _checked(self, name: str, *args: Any) -> str:
         try:

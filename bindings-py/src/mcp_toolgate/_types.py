@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from ._calljson import engine_json
 from ._faults import FAULTS
 
 Surface = Literal["confirming", "direct"]
@@ -56,11 +57,6 @@ def _array_spans(text: str, start: int) -> list[tuple[int, int]]:
         i = end + 1
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON, UTF-8 kept as is (the engine parses it; formatting is free)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 @dataclass(frozen=True)
 class Context:
     """Who is calling (SPEC §1): the surface, granted scopes, the route's allowlist.
@@ -82,7 +78,7 @@ class Context:
         return out
 
     def to_json(self) -> str:
-        return dumps(self.to_dict())
+        return engine_json(self.to_dict())
 
 
 ContextLike = Context | Mapping[str, Any] | str | None
@@ -95,7 +91,7 @@ def context_json(context: ContextLike) -> str:
         return context.to_json()
     if isinstance(context, str):
         return context
-    return dumps(dict(context))
+    return engine_json(dict(context))
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NoReturn
 
+from ._calljson import engine_json
 from ._rules import EngineFault, LoadError, RuleSet
-from ._types import Decision, dumps
+from ._types import Decision
 
 # The Rust CLI's table: 2 when an input cannot be read or loaded (or the
 # engine fails), 64 for usage errors.
@@ -200,7 +201,7 @@ def main(
         context["scopes"] = _split(args.scopes)
     if args.allow is not None:
         context["allowed_tools"] = _split(args.allow)
-    context_text = dumps(context)
+    context_text = engine_json(context)
 
     policy = None
     if args.policy is not None:
