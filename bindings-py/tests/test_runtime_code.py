@@ -163,6 +163,41 @@ def test_cached_code_in_a_folder_anyone_may_write_is_not_loaded_unless_sticky(
     assert seen == [str(entry)]
 
 
+@posix_only
+def test_cached_code_in_a_folder_its_group_may_write_is_not_loaded(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A member of the group could rename another build's code to this name.
+    _, cache = dirs
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    inode = entry.stat().st_ino
+    cache.chmod(0o770)
+    seen = _loads(monkeypatch)
+    _runtime.Runtime(TINY)
+    assert str(entry) not in seen
+    assert entry.stat().st_ino == inode, "nothing is written where it would never be loaded"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a folder away needs root")
+@pytest.mark.parametrize("mode", [0o755, 0o1777])
+def test_cached_code_in_a_folder_another_user_owns_is_not_loaded(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    # The folder's owner could rename files in it, sticky or not (review 11:
+    # another user's HOME kept by `sudo -E`).
+    _, cache = dirs
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    inode = entry.stat().st_ino
+    cache.chmod(mode)
+    os.chown(cache, os.geteuid() + 1, -1)
+    seen = _loads(monkeypatch)
+    _runtime.Runtime(TINY)
+    assert str(entry) not in seen
+    assert entry.stat().st_ino == inode, "nothing is written where it would never be loaded"
+
+
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file away needs root")
 def test_cached_code_another_user_owns_is_not_loaded(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     _, cache = dirs

@@ -886,8 +886,9 @@ fn shipped_with(_exe: &std::path::Path, code: &std::path::Path) -> bool {
 
 /// Whether native code at `code` (cached, or in a prepared directory) may
 /// run: a regular file (not a link); on Unix also owned by this process's
-/// (effective) user or by root, not writable by group or others, in a folder no one else can swap it in (not
-/// writable by everyone, or sticky). The code runs unchecked, so on a host
+/// (effective) user or by root, not writable by group or others, in a
+/// folder only they can swap it in ([`only_this_user_swaps`]). The code
+/// runs unchecked, so on a host
 /// where the cache path is shared (`TOOLGATE_CACHE_DIR=/tmp/…`,
 /// `XDG_CACHE_HOME` on a shared volume, `sudo -E` keeping another user's
 /// `HOME`), a file someone else put or could edit there is compiled over
@@ -901,7 +902,7 @@ fn trusted_native_code(code: &std::path::Path) -> bool {
             code.file_type().is_file()
                 && (code.uid() == effective_uid() || code.uid() == 0)
                 && code.mode() & 0o022 == 0
-                && no_one_else_swaps(&dir)
+                && only_this_user_swaps(&dir)
         }
         _ => false,
     }
@@ -912,12 +913,26 @@ fn trusted_native_code(code: &std::path::Path) -> bool {
     std::fs::symlink_metadata(code).is_ok_and(|m| m.file_type().is_file())
 }
 
-/// A folder where no other user can replace a file: not writable by
-/// everyone, or sticky (each may then replace only their own).
+/// A folder where no one but the executable's owner can replace a file
+/// (for code beside the executable, whose owner could replace it anyway):
+/// not writable by everyone, or sticky (each may then replace only their own).
 #[cfg(unix)]
 fn no_one_else_swaps(dir: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
     dir.mode() & 0o002 == 0 || dir.mode() & 0o1000 != 0
+}
+
+/// A folder where no one but this user or root can rename or replace a
+/// file: owned by one of them, and writable by neither group nor others or
+/// sticky (`/tmp`: the others may then replace only their own files). The
+/// owner of a folder, or a member of a group that may write it, could rename
+/// another build's code to this build's name (review 11: a cache folder of
+/// another user's `HOME` loaded a stale engine's code).
+#[cfg(unix)]
+fn only_this_user_swaps(dir: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let owner_trusted = dir.uid() == effective_uid() || dir.uid() == 0;
+    owner_trusted && (dir.mode() & 0o022 == 0 || dir.mode() & 0o1000 != 0)
 }
 
 /// The user this process acts as: the owner of the files it writes.
@@ -943,18 +958,22 @@ fn write_cache(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     builder.create(dir)?;
     #[cfg(unix)]
-    if !no_one_else_swaps(&std::fs::metadata(dir)?) {
-        return Err(std::io::Error::other("the cache folder is writable by everyone"));
+    if !only_this_user_swaps(&std::fs::metadata(dir)?) {
+        return Err(std::io::Error::other(
+            "the cache folder belongs to another user or others may write it",
+        ));
     }
-    write_new(path, bytes, true)
+    write_new(path, bytes, 0o600)
 }
 
 /// Writes a file whole or not at all (a temporary file, then a rename), so a
-/// reader never maps half of it.
+/// reader never maps half of it; 0644 whatever the umask: native code that
+/// its group may write is never loaded (`umask 002` made every prepared or
+/// precompiled file compile again at each start, review 11).
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir)?;
-    write_new(path, bytes, false)
+    write_new(path, bytes, 0o644)
 }
 
 /// Temporary files written by this process: unique per process and per
@@ -962,8 +981,9 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
 static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The temporary file is created new (`O_EXCL`: never through a link or
-/// over a file someone put under its name), 0600 when `private`.
-fn write_new(path: &std::path::Path, bytes: &[u8], private: bool) -> std::io::Result<()> {
+/// over a file someone put under its name) with `mode` (Unix; the umask may
+/// only take bits away).
+fn write_new(path: &std::path::Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write as _;
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     let name = path
@@ -975,12 +995,12 @@ fn write_new(path: &std::path::Path, bytes: &[u8], private: bool) -> std::io::Re
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
-    if private {
+    {
         use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+        options.mode(mode);
     }
     #[cfg(not(unix))]
-    let _ = private;
+    let _ = mode;
     let mut file = options.open(&tmp)?;
     file.write_all(bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
@@ -1453,13 +1473,35 @@ mod tests {
         assert!(trusted_native_code(&code));
         set_mode(&dir, 0o700);
 
-        // Another user's file (as root, the CI's user, the test can make one).
+        // A folder its group may write: a member could rename another
+        // build's code to this one's name.
+        set_mode(&dir, 0o770);
+        assert!(!trusted_native_code(&code));
+        assert!(write_cache(&dir.join("other.cwasm"), b"x").is_err());
+        set_mode(&dir, 0o700);
+
+        // Another user's file, or this user's file in another user's folder
+        // (as root, the CI's user, the test can make them).
         if effective_uid() == 0 {
             std::os::unix::fs::chown(&code, Some(65534), None).unwrap();
             assert!(!trusted_native_code(&code));
             std::os::unix::fs::chown(&code, Some(0), None).unwrap();
             assert!(trusted_native_code(&code));
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            assert!(!trusted_native_code(&code));
+            assert!(write_cache(&dir.join("other.cwasm"), b"x").is_err());
+            set_mode(&dir, 0o1777);
+            assert!(!trusted_native_code(&code), "sticky, but another user's folder");
+            set_mode(&dir, 0o700);
+            std::os::unix::fs::chown(&dir, Some(0), None).unwrap();
+            assert!(trusted_native_code(&code));
         }
+
+        // Written whole with 0644 whatever the umask (a group-writable file
+        // would never be loaded).
+        let written = dir.join("written.cwasm");
+        write_atomically(&written, b"code").unwrap();
+        assert_eq!(std::fs::metadata(&written).unwrap().mode() & 0o022, 0);
 
         // A link planted at the temporary file's name is not written through.
         let victim = root.join("victim");

@@ -169,12 +169,18 @@ pub fn prepare_into(
         (dir.join(PREPARED_COMPONENT_FILE), prepared.clone()),
         (dir.join(PREPARED_CORE_MODULE_FILE), core),
     ];
+    let code_path = dir.join(prepared_code_file_name(&wasmtime_engine(false)?));
     if native {
-        let engine = wasmtime_engine(false)?;
-        files.push((
-            dir.join(prepared_code_file_name(&engine)),
-            Engine::precompile_prepared(&prepared)?,
-        ));
+        files.push((code_path, Engine::precompile_prepared(&prepared)?));
+    } else {
+        // An earlier `--native` run's code would be taken over the component
+        // written now (the same decisions, but not ready at once).
+        match std::fs::remove_file(&code_path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Component(format!("cannot remove {}: {e}", code_path.display())));
+            }
+            _ => {}
+        }
     }
     std::fs::create_dir_all(dir).map_err(|e| Error::Component(format!("cannot create {}: {e}", dir.display())))?;
     let mut written = Vec::new();
@@ -378,5 +384,25 @@ impl ComponentInstanceState for GuestState<'_> {
     async fn call_func_ret_f64(&mut self, instance: &str, func: &str) -> u64 {
         self.call(instance, func, |_, value: f64| value.to_bits())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A later `prepare` without native code removes an earlier run's, which
+    /// `from_prepared_dir` would otherwise take over the new component.
+    #[test]
+    fn preparing_without_native_code_removes_an_earlier_runs() {
+        let dir = std::env::temp_dir().join(format!("toolgate-prepared-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stale = dir.join(prepared_code_file_name(&wasmtime_engine(false).unwrap()));
+        std::fs::write(&stale, b"an earlier run's code").unwrap();
+        let catalog = r#"{"tools":[{"name":"lookup","annotations":{"readOnlyHint":true}}]}"#;
+        let written = prepare_into(&dir, None, catalog, false).unwrap();
+        assert_eq!(written.len(), 2);
+        assert!(!stale.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -390,11 +390,21 @@ def _no_one_else_swaps(folder: os.stat_result) -> bool:
     return not folder.st_mode & stat.S_IWOTH or bool(folder.st_mode & stat.S_ISVTX)
 
 
+def _only_this_user_swaps(folder: os.stat_result, user: int) -> bool:
+    """A folder in which no one but ``user`` or root can rename or replace a
+    file: owned by one of them, and writable by neither group nor others or
+    sticky (``/tmp``: the others may then replace only their own files). Its
+    owner, or a member of a group that may write it, could rename another
+    build's code to this build's name (review 11; the Rust host's rule)."""
+    shared = folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not folder.st_mode & stat.S_ISVTX
+    return folder.st_uid in (user, 0) and not shared
+
+
 def _own_cache_file(code: Path) -> bool:
     """Whether cached native code may be loaded: a regular file (not a link);
     on POSIX also owned by this process's (effective) user or root, not writable by
-    group or others, in a folder no one else can swap it in (not writable by
-    everyone, or sticky). The code runs unchecked: on a host where the cache
+    group or others, in a folder no one else can swap it in
+    (:func:`_only_this_user_swaps`). The code runs unchecked: on a host where the cache
     path is shared (``TOOLGATE_CACHE_DIR=/tmp/...``, ``XDG_CACHE_HOME`` on a
     shared volume, a group-writable ``/var/cache``), a file another user put or
     could edit there is compiled over instead, never loaded."""
@@ -409,7 +419,11 @@ def _own_cache_file(code: Path) -> bool:
     if user is None:
         return True  # no POSIX owners (Windows)
     # Root's files are trusted as the user's own (root could replace anything).
-    return st.st_uid in (user, 0) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and _no_one_else_swaps(folder)
+    return (
+        st.st_uid in (user, 0)
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        and _only_this_user_swaps(folder, user)
+    )
 
 
 def _effective_user() -> int | None:
@@ -426,7 +440,8 @@ def _write_cache(path: Path, code: bytes) -> None:
     try:
         # 0700: a cache folder this creates is this user's alone.
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if os.name == "posix" and not _no_one_else_swaps(os.stat(path.parent)):
+        user = _effective_user()
+        if user is not None and not _only_this_user_swaps(os.stat(path.parent), user):
             return  # its code would never be loaded (`_own_cache_file`)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     except OSError:
