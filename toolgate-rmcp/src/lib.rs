@@ -19,6 +19,19 @@
 //!
 //! Everything else goes to the wrapped server as it is.
 //!
+//! **Handlers must read exactly the keys their schema names.** rmcp builds a
+//! handler's `Parameters<T>` with serde from the forwarded arguments, and the
+//! tool's `inputSchema` (schemars) is what the engine checked them against.
+//! A `#[serde(alias = "path")]` is not in that schema: `{"path": "/etc/shadow"}`
+//! passes the `pattern` on `file` as an undeclared key and the handler reads
+//! it as `file`. Put `#[serde(deny_unknown_fields)]` on every parameter type
+//! (schemars then writes `additionalProperties: false`, which the engine
+//! enforces, so an alias or any other undeclared key is denied) and do not
+//! use `#[serde(alias)]` or `#[serde(flatten)]` on them.
+//!
+//! The runtime needs tokio's timers (`enable_time`, as `#[tokio::main]`
+//! gives): listing the server's tools is bounded by a timeout.
+//!
 //! ```no_run
 //! # async fn run(server: impl rmcp::ServerHandler) -> Result<(), Box<dyn std::error::Error>> {
 //! use rmcp::ServiceExt;
@@ -239,7 +252,7 @@ impl<S: Service<RoleServer>> Guarded<S> {
         } else {
             Confirmation::None
         };
-        let mut outcome = rules.decide(call.as_bytes(), &self.context, first);
+        let mut outcome = decide_off_thread(&rules, &call, &self.context, first).await?;
         if outcome.forward.is_none()
             && outcome.decision.code.as_deref() == Some("CONFIRMATION_REQUIRED")
             && asks
@@ -253,7 +266,7 @@ impl<S: Service<RoleServer>> Guarded<S> {
             if !Arc::ptr_eq(&current, &rules) {
                 return blocked(&outcome, &params.name);
             }
-            outcome = rules.decide(call.as_bytes(), &self.context, Confirmation::Person);
+            outcome = decide_off_thread(&rules, &call, &self.context, Confirmation::Person).await?;
         }
         let Some(forward) = outcome.forward.as_deref() else {
             return blocked(&outcome, &params.name);
@@ -347,6 +360,21 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Guarded<S> {
 /// The answer to a call that does not run: the engine's blocked result, or
 /// for a tool this context cannot see (hidden or absent alike) the error an
 /// unknown tool gets.
+/// One decision off the async threads, as a load is: the guest's meter lets
+/// a runaway call run for seconds, and meanwhile a current-thread runtime
+/// would serve nothing else, pings and cancellations included (review 11).
+async fn decide_off_thread(
+    rules: &Arc<RuleSet>,
+    call: &str,
+    context: &str,
+    confirmation: Confirmation<'static>,
+) -> Result<Outcome, ErrorData> {
+    let (rules, call, context) = (rules.clone(), call.to_owned(), context.to_owned());
+    tokio::task::spawn_blocking(move || rules.decide(call.as_bytes(), &context, confirmation))
+        .await
+        .map_err(|_| fault("the engine's decision stopped; no call is allowed"))
+}
+
 fn blocked(outcome: &Outcome, name: &str) -> Result<ServerResult, ErrorData> {
     match outcome.blocked_result.as_deref() {
         Some(json) => {
