@@ -152,6 +152,13 @@ fn policy_tests_pass_and_a_wrong_expectation_fails() {
     let out = run(&["test", file.to_str().unwrap()], b"");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8(out.stdout).unwrap().contains("0 passed, 1 failed"));
+
+    // A file without cases tests nothing: an error, not "0 passed, 0 failed".
+    let empty = dir.join("empty.test.yaml");
+    std::fs::write(&empty, format!("catalog: {}\ncases: []\n", plans("catalog.json"))).unwrap();
+    let out = run(&["test", empty.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("`cases` is empty"));
 }
 
 #[test]

@@ -102,6 +102,11 @@ fn run_file(engine: &Engine, file: &Path) -> Result<Vec<Outcome>> {
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
     let spec: TestFile = serde_saphyr::from_str_with_options(&text, options).map_err(|e| anyhow!("{e}"))?;
+    // A file that tests nothing must not read as a pass (`cases: []`, or a
+    // list emptied by a bad merge).
+    if spec.cases.is_empty() {
+        return Err(anyhow!("`cases` is empty: a test file lists at least one case"));
+    }
     let dir = file.parent().unwrap_or(Path::new("."));
     let policy = spec.policy.as_ref().map(|p| read_text(&dir.join(p))).transpose()?;
     let catalog = read_text(&dir.join(&spec.catalog))?;
