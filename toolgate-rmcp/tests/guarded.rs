@@ -38,6 +38,22 @@ struct Notes {
     stalled: Arc<std::sync::atomic::AtomicBool>,
     /// write_note taken off the list.
     write_withdrawn: Arc<std::sync::atomic::AtomicBool>,
+    /// read_note's `text` checked by a schema whose `anyOf` branches double
+    /// at each of 48 levels: its decision runs until the guest's meter stops
+    /// it (seconds).
+    runaway: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// `{"$ref": "#/$defs/n0"}` where each `nK` is an `anyOf` of two refs to
+/// `nK+1`, down to an integer: 2^48 branches for a string.
+fn runaway_schema() -> Value {
+    let mut defs = Map::new();
+    for level in 0..48 {
+        let next = json!({"$ref": format!("#/$defs/n{}", level + 1)});
+        defs.insert(format!("n{level}"), json!({"anyOf": [next.clone(), next]}));
+    }
+    defs.insert("n48".into(), json!({"type": "integer"}));
+    json!({"type": "object", "properties": {"text": {"$ref": "#/$defs/n0"}}, "$defs": defs})
 }
 
 fn tool(name: &str, read_only: bool) -> Tool {
@@ -72,6 +88,12 @@ impl rmcp::ServerHandler for Notes {
             .into_iter()
             .filter(|t| t.name != "read_note" || !self.withdrawn.load(std::sync::atomic::Ordering::SeqCst))
             .filter(|t| t.name != "write_note" || !self.write_withdrawn.load(std::sync::atomic::Ordering::SeqCst))
+            .map(|mut t| {
+                if t.name == "read_note" && self.runaway.load(std::sync::atomic::Ordering::SeqCst) {
+                    t.input_schema = Arc::new(runaway_schema().as_object().unwrap().clone());
+                }
+                t
+            })
             .collect();
             let start: usize = request.and_then(|r| r.cursor).map_or(0, |c| c.parse().unwrap());
             let mut page = ListToolsResult::with_all_items(all.iter().skip(start).take(2).cloned().collect());
@@ -478,4 +500,28 @@ async fn the_listing_is_private_to_the_caller() {
     let listed = client.list_tools(None).await.unwrap();
     assert_eq!(listed.cache_scope, Some(rmcp::model::CacheScope::Private));
     client.cancel().await.unwrap();
+}
+
+/// A decision the guest's meter has to stop takes seconds; on a
+/// current-thread runtime the server must go on answering meanwhile (the
+/// decision runs off the async threads, as a load does).
+#[tokio::test(flavor = "current_thread")]
+async fn a_runaway_decision_does_not_stall_a_current_thread_server() {
+    let server = Notes::default();
+    server.runaway.store(true, std::sync::atomic::Ordering::SeqCst);
+    let client = serve(server.clone(), Context::default(), ()).await;
+    let slow =
+        client.call_tool(CallToolRequestParams::new("read_note").with_arguments(arguments(json!({"text": "x"}))));
+    tokio::pin!(slow);
+    // Listed while the runaway call is being decided (the call started first:
+    // its request is written before the listing's).
+    let listed = tokio::select! {
+        biased;
+        answer = &mut slow => panic!("the runaway call was answered before a listing sent after it: {answer:?}"),
+        listed = client.list_all_tools() => listed.unwrap(),
+    };
+    assert!(listed.iter().any(|t| t.name == "read_note"));
+    let answer = slow.await.unwrap();
+    assert_eq!(code(&answer).as_deref(), Some("ENGINE_LIMIT"), "{answer:?}");
+    assert!(server.ran.lock().unwrap().is_empty(), "nothing ran");
 }
