@@ -348,6 +348,8 @@ export class Toolgate {
     const bytes = callBytes(call);
     if (typeof caller !== 'string') throw new TypeError('caller must be a string');
     if (typeof id !== 'string') throw new TypeError('id must be a string');
+    // UTF-8 cannot carry a lone surrogate (it would be sealed as U+FFFD).
+    if (!wellFormed(caller) || !wellFormed(id)) throw new TypeError('caller and id must not hold a lone surrogate');
     const expires = u64(expiresMs, 'expiresMs');
     if (bytes.length > MAX_INPUT_BYTES) throw new InputTooLargeError('call', bytes.length, MAX_INPUT_BYTES);
     const n = utf8Length(caller);

@@ -174,6 +174,10 @@ export function witConfirmation(confirmation) {
   if (seal && typeof seal === 'object' && Object.keys(/** @type {object} */ (confirmation)).length === 1) {
     if (typeof seal.payload !== 'string') throw new TypeError('confirmation.seal.payload must be a string');
     if (typeof seal.caller !== 'string') throw new TypeError('confirmation.seal.caller must be a string');
+    // A WIT string is UTF-8: a lone surrogate would reach the engine as
+    // U+FFFD, and a seal made for 'alice\uD800' would hold for 'alice\uFFFD'
+    // (Python refuses such a string too).
+    if (!wellFormed(seal.payload) || !wellFormed(seal.caller)) throw new TypeError('confirmation.seal.payload and caller must not hold a lone surrogate');
     return { tag: 'seal', val: { payload: seal.payload, caller: seal.caller, nowMs: u64(seal.nowMs, 'confirmation.seal.nowMs') } };
   }
   throw new TypeError("confirmation must be 'none', 'argument', 'person', 'invalid' or { seal: { payload, caller, nowMs } }");

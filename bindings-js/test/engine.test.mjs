@@ -154,6 +154,13 @@ test('sealPayload and a sealed confirmation: checked against the retried call, c
   assert.throws(() => plans.sealPayload(call, '', id, -1), TypeError);
   assert.throws(() => plans.sealPayload(call, '', id, 2n ** 64n), TypeError);
   assert.throws(() => plans.sealPayload(new Uint8Array(MAX_INPUT_BYTES + 1), '', id, 1), InputTooLargeError);
+  // A lone surrogate reached the engine as U+FFFD: a seal made for one
+  // caller held for another (Python refuses such a string too).
+  const lone = plans.sealPayload(call, 'alice\uFFFD', id, 1_900_000_000_000);
+  assert.throws(() => plans.sealPayload(call, 'alice\uD800', id, 1_900_000_000_000), TypeError);
+  assert.throws(() => plans.decide(call, {}, { seal: { payload: lone, caller: 'alice\uD800', nowMs: 1 } }), TypeError);
+  assert.throws(() => plans.decide(call, {}, { seal: { payload: `${lone}\uDC00`, caller: 'alice\uFFFD', nowMs: 1 } }), TypeError);
+  assert.equal(plans.decide(call, {}, { seal: { payload: lone, caller: 'alice\uFFFD', nowMs: 1 } }).ok, true);
   assert.equal(/** @type {any} */ (plans).stripFields, undefined, 'strip-fields is gone from the contract');
 });
 
