@@ -189,6 +189,25 @@ def test_a_tool_two_servers_offer_runs_on_neither_unless_mapped() -> None:
     assert reviewed.calls == [("consultar_pedido", {"order_id": "1"})] and shadow.calls == []
 
 
+def test_servers_are_listed_again_for_each_turn_that_runs_calls() -> None:
+    # A name a second server starts to offer later runs on neither; a tool a
+    # server adds later is found.
+    rules = RuleSet.from_files(CATALOG, POLICY)
+    calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
+    reviewed, later = FakeSession(["consultar_pedido"]), FakeSession([])
+    router = McpToolRouter(rules, [reviewed, later])
+    assert [r.ok for r in asyncio.run(router.run_turn(None, calls)).executed] == [True]
+    later.tools.append("consultar_pedido")
+    outcome = asyncio.run(router.run_turn(None, calls))
+    assert [(r.ok, type(r.error).__name__) for r in outcome.executed] == [(False, "LookupError")]
+    assert "more than one" in str(outcome.executed[0].error) and later.calls == []
+    added = FakeSession([])
+    router = McpToolRouter(rules, [added])
+    assert [r.ok for r in asyncio.run(router.run_turn(None, calls)).executed] == [False]
+    added.tools.append("consultar_pedido")
+    assert [r.ok for r in asyncio.run(router.run_turn(None, calls)).executed] == [True]
+
+
 def test_a_server_that_cannot_list_runs_nothing_on_a_guess_but_a_map_still_routes() -> None:
     rules = RuleSet.from_files(CATALOG, POLICY)
     up, down = FakeSession(["consultar_pedido"]), ListingFails(["consultar_pedido"])

@@ -132,6 +132,10 @@ class McpToolRouter:
         self.context = Context(surface=surface, scopes=scopes, allowed_tools=allowed_tools)
         self._by_tool: dict[str, ToolSession] | None = None
         self._twice: set[str] = set()
+        # Servers found by listing are listed again for each turn that runs
+        # calls: a tool added later, or a name a second server starts to
+        # offer (then run on neither), is seen by the next turn.
+        self._listed = not isinstance(sessions, Mapping)
         if isinstance(sessions, Mapping):
             self._by_tool = dict(sessions)  # tool name -> session
             self._sessions: list[ToolSession] = list(dict.fromkeys(sessions.values()))
@@ -208,12 +212,18 @@ class McpToolRouter:
         The new state comes back after the calls ran. A host that must not run
         a confirmed call twice if it is interrupted in between saves the state
         first: ``turn = router.plan(...)``, save ``turn``, then
-        ``await router.execute(turn)``."""
+        ``await router.execute(turn)``. The engine keeps no state: two turns
+        started from the same saved state (a double-clicked "confirm", a
+        retried request) both run the confirmed call, so replace the saved
+        state compare-and-set (on the state read, or its ``pending_digest``)
+        before executing."""
         return await self.execute(self.plan(state, calls, user_confirmed=user_confirmed))
 
     async def execute(self, turn: TurnState) -> TurnOutcome:
         """Runs exactly what a planned turn lists in ``execute``, in order."""
         executed: list[ExecutedCall] = []
+        if self._listed and turn.execute:
+            self._by_tool = None
         for call in turn.execute:
             try:
                 session = await self._session_for(call.name)
