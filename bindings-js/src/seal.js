@@ -120,7 +120,11 @@ export class StateKeys {
     cipher.setAAD(associatedData(kid));
     const sealed = Buffer.concat([cipher.update(payload, 'utf8'), cipher.final()]);
     const raw = Buffer.concat([kid, nonce, sealed, cipher.getAuthTag()]);
-    return PREFIX + raw.toString('base64url');
+    const token = PREFIX + raw.toString('base64url');
+    // open() refuses a longer token: the retry would fail as
+    // CONFIRMATION_INVALID with nothing said about size.
+    if (token.length > MAX_STATE_TOKEN_BYTES) throw new RangeError(`the sealed state would be ${token.length} bytes, over the ${MAX_STATE_TOKEN_BYTES} a retry may carry`);
+    return token;
   }
 
   /**

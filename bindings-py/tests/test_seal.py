@@ -194,12 +194,13 @@ def test_malformed_and_non_canonical_tokens() -> None:
 
 def test_size_limit() -> None:
     keys = StateKeys([A])
-    big = keys.seal("x" * MAX_STATE_TOKEN_BYTES)
-    assert len(big) > MAX_STATE_TOKEN_BYTES
-    refused(lambda: keys.open(big), "malformed")
+    # Not sealed when open would refuse it for its size; refused before decoding.
+    with pytest.raises(ValueError, match="over the 16384"):
+        keys.seal("x" * 12_300)
     fits = keys.seal("x" * 12_000)
     assert len(fits) <= MAX_STATE_TOKEN_BYTES
     assert len(keys.open(fits)) == 12_000
+    refused(lambda: keys.open(fits + "A" * MAX_STATE_TOKEN_BYTES), "malformed")
 
 
 def test_non_utf8_payload_is_refused() -> None:

@@ -43,6 +43,10 @@ pub enum KeyError {
     Duplicate { index: usize },
     #[error("no randomness available for a key: {0}")]
     Random(String),
+    /// `open` refuses a token this long, so it is not handed out: the retry
+    /// would fail as `CONFIRMATION_INVALID` with nothing said about size.
+    #[error("the sealed state would be {len} bytes, over the {MAX_TOKEN_LEN} a retry may carry")]
+    TooLarge { len: usize },
 }
 
 /// Why a token was not opened. Callers answer every one of these alike
@@ -170,7 +174,11 @@ impl KeyRing {
         raw.extend_from_slice(&key.kid);
         raw.extend_from_slice(&nonce);
         raw.extend_from_slice(&sealed);
-        Ok(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(raw)))
+        let token = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(raw));
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(KeyError::TooLarge { len: token.len() });
+        }
+        Ok(token)
     }
 
     /// Decrypts a token sealed by any key of the ring.
@@ -223,6 +231,15 @@ mod tests {
         assert_eq!(old.open(&rotated.seal(b"new").unwrap()), Err(OpenError::UnknownKey));
         // Two seals of one payload differ (fresh nonce).
         assert_ne!(old.seal(b"payload").unwrap(), token);
+    }
+
+    /// What `open` would refuse for its size is not sealed at all.
+    #[test]
+    fn a_state_too_large_to_open_is_not_sealed() {
+        let ring = KeyRing::new(&[A]).unwrap();
+        let fits = ring.seal(&[b'x'; 12_000]).unwrap();
+        assert_eq!(ring.open(&fits).unwrap().len(), 12_000);
+        assert!(matches!(ring.seal(&[b'x'; 12_300]), Err(KeyError::TooLarge { len }) if len > MAX_TOKEN_LEN));
     }
 
     #[test]

@@ -185,7 +185,14 @@ class StateKeys:
         nonce = os.urandom(_NONCE_LEN)
         sealed = key.cipher.encrypt(nonce, payload.encode("utf-8"), key.aad)
         body = base64.urlsafe_b64encode(key.kid + nonce + sealed).rstrip(b"=").decode("ascii")
-        return _PREFIX + body
+        token = _PREFIX + body
+        # open() refuses a longer token: the retry would fail as
+        # CONFIRMATION_INVALID with nothing said about size.
+        if len(token) > MAX_STATE_TOKEN_BYTES:
+            raise ValueError(
+                f"the sealed state would be {len(token)} bytes, over the {MAX_STATE_TOKEN_BYTES} a retry may carry"
+            )
+        return token
 
     def open(self, token: str) -> str:
         """Decrypts a token sealed by any key of the ring and returns the
