@@ -10,6 +10,7 @@
 // Node only (node:crypto): the worker entry point does not export it.
 import { createCipheriv, createDecipheriv, createHash, createSecretKey, hkdfSync, randomBytes } from 'node:crypto';
 import { InvalidStateError, StateKeyError } from './errors.js';
+import { wellFormed } from './inputs.js';
 
 const PREFIX = 'tg1.';
 const KDF_INFO = Buffer.from('toolgate/request-state/v1/aes-256-gcm', 'utf8');
@@ -71,6 +72,8 @@ export class StateKeys {
     const keys = [];
     for (const [index, secret] of secrets.entries()) {
       let bytes;
+      // UTF-8 cannot carry a lone surrogate: it would become U+FFFD, another secret than the one given.
+      if (typeof secret === 'string' && !wellFormed(secret)) throw new TypeError(`state secret ${index} holds a lone surrogate, which UTF-8 cannot carry`);
       if (typeof secret === 'string') bytes = Buffer.from(secret, 'utf8');
       else if (secret instanceof Uint8Array) bytes = secret;
       else throw new TypeError(`state secret ${index} must be a string or a Uint8Array`);
@@ -114,6 +117,8 @@ export class StateKeys {
    */
   seal(payload) {
     if (typeof payload !== 'string') throw new TypeError('payload must be a string');
+    // Sealed as U+FFFD, it would not open to the payload given.
+    if (!wellFormed(payload)) throw new TypeError('payload holds a lone surrogate, which UTF-8 cannot carry');
     const { kid, key } = this.#keys[0];
     const nonce = randomBytes(NONCE_LEN);
     const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_LEN });

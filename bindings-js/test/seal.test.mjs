@@ -127,6 +127,9 @@ test('tampering and malformed tokens are refused', () => {
   assert.ok(fits.length <= MAX_STATE_TOKEN_BYTES);
   assert.equal(keys.open(fits).length, 12_000);
   refused(() => keys.open(fits + 'A'.repeat(MAX_STATE_TOKEN_BYTES)), 'malformed');
+  // A lone surrogate would be sealed, or derive a key, as U+FFFD: refused as Python refuses it.
+  assert.throws(() => keys.seal('lone\uD800'), TypeError);
+  assert.throws(() => new StateKeys(['\uD800'.repeat(32)]), TypeError);
 });
 
 test('key ring: short, duplicate, missing and mistyped secrets are refused', () => {

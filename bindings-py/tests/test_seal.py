@@ -201,6 +201,11 @@ def test_size_limit() -> None:
     assert len(fits) <= MAX_STATE_TOKEN_BYTES
     assert len(keys.open(fits)) == 12_000
     refused(lambda: keys.open(fits + "A" * MAX_STATE_TOKEN_BYTES), "malformed")
+    # A lone surrogate cannot be written as UTF-8: a TypeError, as Node throws, not a UnicodeEncodeError.
+    with pytest.raises(TypeError, match="lone surrogate"):
+        keys.seal("lone\ud800")
+    with pytest.raises(TypeError, match="lone surrogate"):
+        StateKeys(["\ud800" * 32])
 
 
 def test_non_utf8_payload_is_refused() -> None:

@@ -282,7 +282,8 @@ class RuleSet:
         Never raises for a bad call or a failing engine: a fault (trap, compute
         budget, memory cap, input too large) is a deny with its code and the
         blocked result every host gives. Raises ``TypeError`` for a
-        ``confirmation`` that is none of the above."""
+        ``confirmation`` that is none of the above, ``ValueError`` for a seal
+        whose payload or caller holds a lone surrogate."""
         variant = _runtime.confirmation_variant(confirmation)
         return self._decide(_call_bytes(call, None), context_json(context), variant)
 

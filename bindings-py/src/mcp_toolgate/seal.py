@@ -95,7 +95,10 @@ def _crypto() -> tuple[Any, Any, Any, Any]:
 
 def _secret_bytes(secret: object, index: int) -> bytes:
     if isinstance(secret, str):
-        return secret.encode("utf-8")
+        try:
+            return secret.encode("utf-8")
+        except UnicodeEncodeError:
+            raise TypeError(f"state secret {index} holds a lone surrogate, which UTF-8 cannot carry") from None
     if isinstance(secret, (bytes, bytearray, memoryview)):
         return bytes(secret)
     raise TypeError(f"state secret {index} must be a str or bytes")
@@ -181,9 +184,13 @@ class StateKeys:
         random nonce (two seals of one payload differ); returns a ``tg1.`` token."""
         if not isinstance(payload, str):
             raise TypeError("payload must be a str")
+        try:
+            data = payload.encode("utf-8")
+        except UnicodeEncodeError:
+            raise TypeError("payload holds a lone surrogate, which UTF-8 cannot carry") from None
         key = self._keys[0]
         nonce = os.urandom(_NONCE_LEN)
-        sealed = key.cipher.encrypt(nonce, payload.encode("utf-8"), key.aad)
+        sealed = key.cipher.encrypt(nonce, data, key.aad)
         body = base64.urlsafe_b64encode(key.kid + nonce + sealed).rstrip(b"=").decode("ascii")
         token = _PREFIX + body
         # open() refuses a longer token: the retry would fail as
