@@ -18,3 +18,4 @@ setDefaultModule(compileCoreModule);
 export * from './core.js';
 // Sealed requestState (node:crypto): Node only, not in the worker entry.
 export { StateKeys, MIN_SECRET_BYTES, MAX_STATE_TOKEN_BYTES } from './seal.js';
+export { WebStateKeys } from './webseal.js';

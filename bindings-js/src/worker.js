@@ -13,3 +13,5 @@ export const coreModule = wasm;
 
 setDefaultModule(async () => coreModule);
 export * from './core.js';
+// Sealed requestState with WebCrypto (no node:crypto in a worker).
+export { WebStateKeys, MIN_SECRET_BYTES, MAX_STATE_TOKEN_BYTES } from './webseal.js';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { hkdfSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { InvalidStateError, StateKeyError, StateKeys, Toolgate, ToolgateError, MAX_STATE_TOKEN_BYTES } from '../src/index.js';
+import { InvalidStateError, StateKeyError, StateKeys, Toolgate, ToolgateError, MAX_STATE_TOKEN_BYTES, WebStateKeys } from '../src/index.js';
 import { vectorsDir } from './lib/vectors.mjs';
 
 const vectorPath = join(vectorsDir, 'seals', 'request-state.json');
@@ -168,4 +168,53 @@ test('the worker entry point does not reach node:crypto (seal.js is Node only)',
   };
   walk('worker.js');
   assert.ok(seen.has('core.js') && seen.has('errors.js') && !seen.has('seal.js'), [...seen].join(' '));
+});
+
+/**
+ * What a ring's `open` answers for a token: the payload or the refusal's reason.
+ * @param {(token: unknown) => string | Promise<string>} open @param {unknown} token
+ */
+async function answer(open, token) {
+  try {
+    return { payload: await open(token) };
+  } catch (e) {
+    if (!(e instanceof InvalidStateError)) throw e;
+    return { refused: e.reason };
+  }
+}
+
+/** The gateway's tokens, tokens sealed here, and hostile spellings of them. */
+function tokensToTry(/** @type {StateKeys} */ keys) {
+  const own = keys.seal('{"id":"x"}');
+  const body = own.slice(4);
+  return [
+    ...doc.cases.map((/** @type {any} */ c) => c.token),
+    own, `${own}=`, `${own}==`, `tg1.${body.replace(/-/g, '+').replace(/_/g, '/')}`, ` ${own}`, `${own}\n`,
+    own.slice(0, -1), own.slice(0, 30), `tg2.${body}`, 'tg1.', '', `tg1.${body.slice(0, -1)}${body.at(-1) === 'A' ? 'B' : 'A'}`,
+    `${own}${'A'.repeat(MAX_STATE_TOKEN_BYTES)}`, null, 7, {},
+  ];
+}
+
+test('WebStateKeys (WebCrypto) opens and refuses every token exactly as StateKeys does, and they open each other\'s', async () => {
+  const node = new StateKeys(doc.secrets);
+  const web = await WebStateKeys.create(doc.secrets);
+  assert.equal(web.fingerprint, node.fingerprint);
+  for (const token of tokensToTry(node)) {
+    assert.deepEqual(await answer((t) => web.open(t), token), await answer((t) => node.open(t), token), String(token));
+  }
+  const payload = doc.cases[0].payload;
+  assert.equal(node.open(await web.seal(payload)), payload);
+  assert.equal(await web.open(node.seal(payload)), payload);
+  assert.notEqual(await web.seal(payload), await web.seal(payload), 'a fresh nonce per seal');
+  // Rotation and the gateway's secret text.
+  const rotated = await WebStateKeys.fromText(`${B}\n# old\n${A}`);
+  const old = await WebStateKeys.create([A]);
+  assert.equal(await rotated.open(await old.seal('p')), 'p');
+  assert.deepEqual(await answer((t) => old.open(t), await rotated.seal('p')), { refused: 'unknown-key' });
+  // The ring's rules are the same code as StateKeys'.
+  await assert.rejects(WebStateKeys.create([]), (e) => e instanceof StateKeyError && e.reason === 'empty');
+  await assert.rejects(WebStateKeys.create([A, A]), (e) => e instanceof StateKeyError && e.reason === 'duplicate' && e.index === 1);
+  await assert.rejects(WebStateKeys.create(['short']), (e) => e instanceof StateKeyError && e.reason === 'too-short');
+  await assert.rejects(web.seal('x'.repeat(12_300)), RangeError);
+  assert.throws(() => new WebStateKeys(/** @type {any} */ (Symbol('x')), []), TypeError);
 });

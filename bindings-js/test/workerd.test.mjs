@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Toolgate, HOST_FAULTS } from '../src/index.js';
+import { Toolgate, HOST_FAULTS, StateKeys, InvalidStateError } from '../src/index.js';
 import { startWorkerd } from '../scripts/workerd.mjs';
 import { checkResult, loadVectorFile, pkgDir, vectorFiles, vectorsDir } from './lib/vectors.mjs';
 
@@ -85,4 +85,25 @@ test('the example worker answers as the Node binding does', async () => {
   const bad = await fetch(`${exampleWorker.url}/list`, { method: 'POST', body: JSON.stringify({ context: { surface: 'x' } }) });
   assert.equal(bad.status, 400);
   assert.equal((await bad.json()).error.code, 'CONTEXT_INVALID_VALUE');
+});
+
+test('workerd: WebStateKeys opens and refuses the gateway\'s tokens as Node does, and Node opens what it seals', async () => {
+  const doc = JSON.parse(readFileSync(join(vectorsDir, 'seals', 'request-state.json'), 'utf8'));
+  const keys = new StateKeys(doc.secrets);
+  const own = keys.seal('{"id":"x"}');
+  const tokens = [...doc.cases.map((/** @type {any} */ c) => c.token), own, `${own}=`, own.slice(0, -1), `tg2.${own.slice(4)}`, ''];
+  const expected = tokens.map((token) => {
+    try {
+      return { payload: keys.open(token) };
+    } catch (e) {
+      if (!(e instanceof InvalidStateError)) throw e;
+      return { refused: e.reason };
+    }
+  });
+  const payload = doc.cases[0].payload;
+  const r = await post(`${vectorsWorker.url}/seals`, { secrets: doc.secrets, tokens, payload });
+  assert.deepEqual(r.answers, expected);
+  assert.ok(expected.some((a) => 'refused' in a) && expected.some((a) => 'payload' in a));
+  assert.equal(r.fingerprint, keys.fingerprint);
+  assert.equal(keys.open(r.sealed), payload);
 });

@@ -2,6 +2,7 @@
 // the engine produced; the Node side compares the bytes.
 import { Toolgate, HOST_FAULTS } from 'toolgate/core';
 import coreModule from 'toolgate/core.wasm';
+import { WebStateKeys } from 'toolgate/src/webseal.js';
 import { runFile } from './vector-exec.mjs';
 
 export default {
@@ -22,6 +23,19 @@ export default {
       const trapped = gate.evaluate(body.call).json;
       const after = gate.evaluate(body.call).json;
       return Response.json({ before, trapped, after, recoveries: gate.recoveries, faultBytes: HOST_FAULTS.ENGINE_TRAP });
+    }
+    if (url.pathname === '/seals') {
+      // WebCrypto's codec inside workerd: what it opens or refuses, and a token it seals.
+      const keys = await WebStateKeys.create(body.secrets);
+      const answers = [];
+      for (const token of body.tokens) {
+        try {
+          answers.push({ payload: await keys.open(token) });
+        } catch (e) {
+          answers.push({ refused: /** @type {any} */ (e).reason });
+        }
+      }
+      return Response.json({ answers, sealed: await keys.seal(body.payload), fingerprint: keys.fingerprint });
     }
     if (url.pathname === '/runtime') {
       let compileAllowed = true;
