@@ -87,11 +87,16 @@ function wtf8(s) {
     last = at + 1;
   }
   parts.push(encoder.encode(s.slice(last)));
+  return concatBytes(...parts);
+}
+
+/** @param {Uint8Array[]} parts */
+export function concatBytes(...parts) {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
+  let at = 0;
   for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
+    out.set(p, at);
+    at += p.length;
   }
   return out;
 }

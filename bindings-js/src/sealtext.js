@@ -8,7 +8,9 @@
 // - token = `tg1.` ‖ base64url-unpadded(key id ‖ 12-byte random nonce ‖ AES-256-GCM(payload) ‖ 16-byte tag),
 //   with `tg1.` ‖ key id as associated data.
 import { InvalidStateError, StateKeyError } from './errors.js';
-import { wellFormed } from './inputs.js';
+import { concatBytes, wellFormed } from './inputs.js';
+
+export { concatBytes };
 
 export const PREFIX = 'tg1.';
 const encoder = new TextEncoder();
@@ -82,17 +84,6 @@ export function checkDistinct(kids) {
 /** @param {Uint8Array} a @param {Uint8Array} b */
 export function sameBytes(a, b) {
   return a.length === b.length && a.every((byte, i) => byte === b[i]);
-}
-
-/** @param {Uint8Array[]} parts */
-export function concatBytes(...parts) {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }
 
 /** The associated data of a key's tokens: `tg1.` ‖ key id. @param {Uint8Array} kid */

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 import wasmtime
@@ -143,24 +144,31 @@ def test_a_linked_cache_entry_is_not_loaded(
     assert not entry.is_symlink() and entry.is_file(), "the link replaced by this user's own file"
 
 
+def _cached_code_is_not_loaded_once(cache: Path, monkeypatch: pytest.MonkeyPatch, change: Any) -> list[str]:
+    """Caches the code, applies ``change`` to the cache folder, and checks the
+    code is neither loaded nor rewritten there; returns the loads seen."""
+    _runtime.Runtime(TINY)
+    entry = cache / _code_name()
+    inode = entry.stat().st_ino
+    change(cache)
+    seen = _loads(monkeypatch)
+    _runtime.Runtime(TINY)
+    assert str(entry) not in seen
+    assert entry.stat().st_ino == inode, "nothing is written where it would never be loaded"
+    return seen
+
+
 @posix_only
 def test_cached_code_in_a_folder_anyone_may_write_is_not_loaded_unless_sticky(
     dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, cache = dirs
-    _runtime.Runtime(TINY)
-    entry = cache / _code_name()
-    inode = entry.stat().st_ino
-    cache.chmod(0o777)
-    seen = _loads(monkeypatch)
-    _runtime.Runtime(TINY)
-    assert str(entry) not in seen
-    assert entry.stat().st_ino == inode, "nothing is written where it would never be loaded"
+    seen = _cached_code_is_not_loaded_once(cache, monkeypatch, lambda c: c.chmod(0o777))
     cache.chmod(0o1777)  # sticky (/tmp): only the owner replaces a file
     with monkeypatch.context() as m:
         _forbid_compiling(m)
         _runtime.Runtime(TINY)
-    assert seen == [str(entry)]
+    assert seen == [str(cache / _code_name())]
 
 
 @posix_only
@@ -168,15 +176,7 @@ def test_cached_code_in_a_folder_its_group_may_write_is_not_loaded(
     dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A member of the group could rename another build's code to this name.
-    _, cache = dirs
-    _runtime.Runtime(TINY)
-    entry = cache / _code_name()
-    inode = entry.stat().st_ino
-    cache.chmod(0o770)
-    seen = _loads(monkeypatch)
-    _runtime.Runtime(TINY)
-    assert str(entry) not in seen
-    assert entry.stat().st_ino == inode, "nothing is written where it would never be loaded"
+    _cached_code_is_not_loaded_once(dirs[1], monkeypatch, lambda c: c.chmod(0o770))
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a folder away needs root")
@@ -186,16 +186,11 @@ def test_cached_code_in_a_folder_another_user_owns_is_not_loaded(
 ) -> None:
     # The folder's owner could rename files in it, sticky or not (review 11:
     # another user's HOME kept by `sudo -E`).
-    _, cache = dirs
-    _runtime.Runtime(TINY)
-    entry = cache / _code_name()
-    inode = entry.stat().st_ino
-    cache.chmod(mode)
-    os.chown(cache, os.geteuid() + 1, -1)
-    seen = _loads(monkeypatch)
-    _runtime.Runtime(TINY)
-    assert str(entry) not in seen
-    assert entry.stat().st_ino == inode, "nothing is written where it would never be loaded"
+    def give_away(cache: Path) -> None:
+        cache.chmod(mode)
+        os.chown(cache, os.geteuid() + 1, -1)
+
+    _cached_code_is_not_loaded_once(dirs[1], monkeypatch, give_away)
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file away needs root")
