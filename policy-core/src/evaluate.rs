@@ -366,15 +366,15 @@ fn concerns_of(validator: &jsonschema::Validator, instance: &Value) -> Concerns 
             }
         }
     }
-    // The validator reports in the order it walks the schema's and the
-    // arguments' maps, and that order depends on serde_json's
-    // `preserve_order` feature, which any crate in a build can switch on:
-    // sort before choosing which errors to report, so the bytes cannot.
     // `is_valid` said no: a denial must follow even if the error walk
     // named nothing (the two walks are separate code in jsonschema).
     if concerns.general.is_empty() && !concerns.confirmation && !concerns.idempotency {
         concerns.general.push((String::new(), "schema"));
     }
+    // The validator reports in the order it walks the schema's and the
+    // arguments' maps, and that order depends on serde_json's
+    // `preserve_order` feature, which any crate in a build can switch on:
+    // sort before choosing which errors to report, so the bytes cannot.
     concerns.general.sort_unstable();
     concerns.general.truncate(MAX_REPORTED_ERRORS);
     concerns
