@@ -357,9 +357,6 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Guarded<S> {
     }
 }
 
-/// The answer to a call that does not run: the engine's blocked result, or
-/// for a tool this context cannot see (hidden or absent alike) the error an
-/// unknown tool gets.
 /// One decision off the async threads, as a load is: the guest's meter lets
 /// a runaway call run for seconds, and meanwhile a current-thread runtime
 /// would serve nothing else, pings and cancellations included (review 11).
@@ -375,6 +372,9 @@ async fn decide_off_thread(
         .map_err(|_| fault("the engine's decision stopped; no call is allowed"))
 }
 
+/// The answer to a call that does not run: the engine's blocked result, or
+/// for a tool this context cannot see (hidden or absent alike) the error an
+/// unknown tool gets.
 fn blocked(outcome: &Outcome, name: &str) -> Result<ServerResult, ErrorData> {
     match outcome.blocked_result.as_deref() {
         Some(json) => {
