@@ -222,8 +222,12 @@ impl<S: Service<RoleServer>> Guarded<S> {
 
     async fn list_tools(&self, context: &RequestContext<RoleServer>) -> Result<ServerResult, ErrorData> {
         let rules = self.rules(context).await?;
-        let listed = rules
-            .list_exposable_raw(&self.context)
+        // Off the async threads as a decision is: a runaway decision holds the
+        // rule set's lock for seconds.
+        let ctx = self.context.clone();
+        let listed = tokio::task::spawn_blocking(move || rules.list_exposable_raw(&ctx))
+            .await
+            .map_err(|_| fault("the engine's listing stopped"))?
             .map_err(|e| fault(&format!("tools/list could not be answered: {e}")))?;
         let result: ListToolsResult =
             serde_json::from_str(&listed).map_err(|e| fault(&format!("unreadable tools/list from the engine: {e}")))?;
