@@ -47,7 +47,7 @@ const bare = join(work, 'bare.mjs');
 writeFileSync(bare, "export default { fetch() { return new Response('{\"ok\":true}'); } };\n");
 
 /**
- * Milliseconds from spawning workerd to its first answer on /evaluate.
+ * Milliseconds from spawning workerd to its first answer on /decide.
  * @param {string} entry @param {Record<string, string>} bindings
  */
 async function coldStart(entry, bindings) {
@@ -65,15 +65,15 @@ async function coldStart(entry, bindings) {
       if (performance.now() - started > 30_000) throw new Error(`workerd did not answer: ${stderr}`);
       let answer;
       try {
-        answer = await fetch(`http://127.0.0.1:${port}/evaluate`, { method: 'POST', body });
+        answer = await fetch(`http://127.0.0.1:${port}/decide`, { method: 'POST', body, headers: { authorization: `Bearer ${GATE_TOKEN}` } });
       } catch {
         await new Promise((r) => setTimeout(r, 2)); // not listening yet
         continue;
       }
       const took = performance.now() - started;
       const text = await answer.text();
-      const decision = JSON.parse(text);
-      if (typeof decision.ok !== 'boolean' || (entry !== bare && decision.ok !== first.expect_allowed)) {
+      const decision = entry === bare ? JSON.parse(text) : JSON.parse(text).decision;
+      if (typeof decision?.ok !== 'boolean' || (entry !== bare && decision.ok !== first.expect_allowed)) {
         throw new Error(`not the expected decision: ${text}`);
       }
       return took;
@@ -87,7 +87,10 @@ async function coldStart(entry, bindings) {
 /** @param {number[]} xs */
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 
-const gate = { CATALOG: join(data, '34', 'catalog.json'), POLICY: join(data, 'policy.yaml') };
+const GATE_TOKEN = 'bench-host';
+const tokenFile = join(work, 'gate-token');
+writeFileSync(tokenFile, GATE_TOKEN);
+const gate = { CATALOG: join(data, '34', 'catalog.json'), POLICY: join(data, 'policy.yaml'), GATE_TOKEN: tokenFile };
 const cold = [];
 const bareCold = [];
 try {

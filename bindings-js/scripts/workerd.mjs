@@ -103,6 +103,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const arg = (/** @type {string} */ n) => { const i = process.argv.indexOf(n); return i > 0 ? process.argv[i + 1] : undefined; };
   const bindings = /** @type {Record<string, string>} */ ({ CATALOG: arg('--catalog') ?? join(pkgDir, 'examples/seed-server/seed-catalog.json') });
   if (arg('--policy')) bindings.POLICY = /** @type {string} */ (arg('--policy'));
+  if (arg('--gate-token')) bindings.GATE_TOKEN = /** @type {string} */ (arg('--gate-token'));
   const w = await startWorkerd({ entry, bindings, port: Number(arg('--port') ?? 8787), probe: '/health' });
-  process.stderr.write(`worker on ${w.url} (POST /evaluate, POST /list, GET /health); Ctrl-C stops\n`);
+  process.stderr.write(`worker on ${w.url} (POST /decide, POST /list, GET /health); Ctrl-C stops\n`);
 }

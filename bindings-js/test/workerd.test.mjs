@@ -2,13 +2,15 @@
 // evaluated in the worker, byte for byte; a trap there; the example worker.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Toolgate, HOST_FAULTS, StateKeys, InvalidStateError } from '../src/index.js';
 import { startWorkerd } from '../scripts/workerd.mjs';
 import { checkResult, loadVectorFile, pkgDir, vectorFiles, vectorsDir } from './lib/vectors.mjs';
 
 const fixtures = join(vectorsDir, 'fixtures');
+const GATE_TOKEN = 'a-host-token';
 /** @type {Awaited<ReturnType<typeof startWorkerd>>} */
 let vectorsWorker;
 /** @type {Awaited<ReturnType<typeof startWorkerd>>} */
@@ -17,7 +19,7 @@ let exampleWorker;
 before(async () => {
   [vectorsWorker, exampleWorker] = await Promise.all([
     startWorkerd({ entry: join(pkgDir, 'test/worker/vectors-worker.mjs'), extraModules: [join(pkgDir, 'test/lib/vector-exec.mjs')] }),
-    startWorkerd({ entry: join(pkgDir, 'examples/worker/worker.mjs'), bindings: { CATALOG: join(fixtures, 'seed-catalog.json') }, probe: '/health' }),
+    startWorkerd({ entry: join(pkgDir, 'examples/worker/worker.mjs'), bindings: { CATALOG: join(fixtures, 'seed-catalog.json'), GATE_TOKEN: gateTokenFile() }, probe: '/health' }),
   ]);
 });
 after(async () => {
@@ -25,8 +27,14 @@ after(async () => {
   await exampleWorker?.stop();
 });
 
-async function post(/** @type {string} */ url, /** @type {unknown} */ body) {
-  const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+function gateTokenFile() {
+  const file = join(mkdtempSync(join(tmpdir(), 'toolgate-gate-')), 'token');
+  writeFileSync(file, GATE_TOKEN);
+  return file;
+}
+
+async function post(/** @type {string} */ url, /** @type {unknown} */ body, /** @type {string} */ token = GATE_TOKEN) {
+  const r = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } });
   assert.equal(r.status, 200, await r.clone().text());
   return r.json();
 }
@@ -67,24 +75,42 @@ test('workerd: a real trap denies with ENGINE_TRAP and the next call is served',
   assert.equal(r.recoveries, 1);
 });
 
-test('the example worker answers as the Node binding does', async () => {
+test('the example worker decides as the Node binding does, for hosts that hold its token only', async () => {
   const gate = await Toolgate.load({ catalog: readFileSync(join(fixtures, 'seed-catalog.json'), 'utf8') });
   const health = await (await fetch(`${exampleWorker.url}/health`)).json();
   assert.equal(health.revision, gate.revision);
   const calls = [
     [{ name: 'get_capabilities', arguments: {} }, { scopes: ['mcp:read'] }],
     [{ name: 'send_whatsapp', arguments: { to: 'x', text: 'y', idempotency_key: 'abcdefgh' } }, { scopes: ['mcp:read', 'mcp:write'] }],
+    // The model's own yes does not count: held for the person.
+    [{ name: 'send_whatsapp', arguments: { to: 'x', text: 'y', idempotency_key: 'abcdefgh', confirmed: true } }, { scopes: ['mcp:read', 'mcp:write'] }],
     [{ name: 'send_whatsapp', arguments: {} }, { surface: 'direct' }],
+    [{ name: 'no_such_tool', arguments: {} }, {}],
   ];
+  const codes = [];
   for (const [call, context] of calls) {
-    const r = await fetch(`${exampleWorker.url}/evaluate`, { method: 'POST', body: JSON.stringify({ call, context }) });
-    assert.equal(await r.text(), gate.evaluate(call, context).json);
+    const answer = await post(`${exampleWorker.url}/decide`, { call, context });
+    const o = gate.decide(call, context, 'none');
+    assert.deepEqual(answer, {
+      decision: JSON.parse(o.decision.json), forward: o.forwardJson && JSON.parse(o.forwardJson), blocked_result: o.blockedResultJson && JSON.parse(o.blockedResultJson),
+    });
+    codes.push(o.decision.code);
   }
-  const list = await fetch(`${exampleWorker.url}/list`, { method: 'POST', body: JSON.stringify({ context: { surface: 'direct' } }) });
-  assert.equal(await list.text(), gate.listExposable({ surface: 'direct' }).json);
-  const bad = await fetch(`${exampleWorker.url}/list`, { method: 'POST', body: JSON.stringify({ context: { surface: 'x' } }) });
+  assert.equal(codes[0], null);
+  assert.equal(codes[2], 'CONFIRMATION_REQUIRED');
+  assert.equal(codes[4], 'NOT_FOUND');
+  const list = await post(`${exampleWorker.url}/list`, { context: { surface: 'direct' } });
+  assert.deepEqual(list, JSON.parse(gate.listExposable({ surface: 'direct' }).json));
+  const bad = await fetch(`${exampleWorker.url}/list`, { method: 'POST', body: JSON.stringify({ context: { surface: 'x' } }), headers: { authorization: `Bearer ${GATE_TOKEN}` } });
   assert.equal(bad.status, 400);
   assert.equal((await bad.json()).error.code, 'CONTEXT_INVALID_VALUE');
+  // Whoever cannot show the token gets no decision and no listing.
+  for (const authorization of [undefined, 'Bearer wrong-token', `Basic ${GATE_TOKEN}`, `Bearer ${GATE_TOKEN}x`]) {
+    for (const path of ['/decide', '/list']) {
+      const r = await fetch(`${exampleWorker.url}${path}`, { method: 'POST', body: JSON.stringify({ call: calls[0]?.[0], context: {} }), headers: authorization ? { authorization } : {} });
+      assert.equal(r.status, 401, `${path} with ${authorization}`);
+    }
+  }
 });
 
 test('workerd: WebStateKeys opens and refuses the gateway\'s tokens as Node does, and Node opens what it seals', async () => {
