@@ -71,7 +71,9 @@ impl ProblemCode {
             ProblemCode::UnknownKey => "a key the format does not define",
             ProblemCode::InvalidValue => "a value of the wrong type or outside its allowed set",
             ProblemCode::MissingKey => "a key that must be there is missing",
-            ProblemCode::Duplicate => "the same key or tool named twice",
+            ProblemCode::Duplicate => {
+                "an item listed twice (a `requires` or `scopes` entry, a catalog tool); a key written twice is `SYNTAX`"
+            }
             ProblemCode::UnsupportedVersion => "`version` / `formatVersion` is not one this engine reads",
             ProblemCode::UnknownCatalogForm => "the catalog's shape matches none of the accepted forms",
             ProblemCode::InvalidSchema => "a tool's `inputSchema` is not a schema the validator can compile",
@@ -154,6 +156,7 @@ impl std::error::Error for Problem {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     pub severity: Severity,
+    /// One of [`FINDING_CODES`].
     pub code: &'static str,
     pub origin: Origin,
     pub message: String,
@@ -161,6 +164,36 @@ pub struct Finding {
     pub line: u32,
     pub column: u32,
 }
+
+/// A policy entry names a tool the catalog does not have.
+pub const TOOL_NOT_IN_CATALOG: &str = "POLICY_TOOL_NOT_IN_CATALOG";
+/// A policy's stated operation type says the opposite of the catalog's hint.
+pub const CONTRADICTS_HINT: &str = "POLICY_CONTRADICTS_HINT";
+/// A pinned tool's definition changed: it is held back.
+pub const PIN_MISMATCH: &str = "PIN_MISMATCH";
+/// A transactional tool runs without a person's confirmation.
+pub const TRANSACTIONAL_WITHOUT_CONFIRMATION: &str = "TRANSACTIONAL_WITHOUT_CONFIRMATION";
+
+/// Every code a [`Finding`] of `toolgate check` (and `findings()` in the
+/// SDKs) carries, with what it means: `(code, meaning)`.
+pub const FINDING_CODES: [(&str, &str); 4] = [
+    (
+        TOOL_NOT_IN_CATALOG,
+        "a `tool_policies` entry names a tool the catalog does not have (the entry does nothing)",
+    ),
+    (
+        CONTRADICTS_HINT,
+        "a policy's `operation_type` says the opposite of the catalog's hints (read_only for a tool that writes, transactional for one that only reads)",
+    ),
+    (
+        PIN_MISMATCH,
+        "a pinned tool's definition changed since it was pinned: it is held back (`toolgate pin` pins it again)",
+    ),
+    (
+        TRANSACTIONAL_WITHOUT_CONFIRMATION,
+        "a transactional tool runs without a person's confirmation (`require_confirmation: false`)",
+    ),
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {

@@ -5,7 +5,7 @@ use crate::catalog::{self, Catalog, CatalogTool};
 use crate::classify::{self, CatalogHint, Classification, declares_property};
 use crate::context::Context;
 use crate::decision;
-use crate::error::{Finding, Origin, Problem, ProblemCode, Severity};
+use crate::error::{self, Finding, Origin, Problem, ProblemCode, Severity};
 use crate::evaluate::{CONFIRMATION_FIELDS, IDEMPOTENCY_FIELD};
 use crate::expose;
 use crate::json::{self, write_str};
@@ -318,18 +318,18 @@ impl Rules {
             let shown = json::truncate_for_message(name);
             let Some(tool) = self.tool(name) else {
                 out.push(warn(
-                    "POLICY_TOOL_NOT_IN_CATALOG",
+                    error::TOOL_NOT_IN_CATALOG,
                     format!("`{shown}` is in the policy but not in the catalog"),
                 ));
                 continue;
             };
             match (entry.stated_operation_type(), &tool.source.hint) {
                 (Some(OperationType::ReadOnly), CatalogHint::Writes(_)) => out.push(warn(
-                    "POLICY_CONTRADICTS_HINT",
+                    error::CONTRADICTS_HINT,
                     format!("`{shown}` is read_only in the policy, but the catalog says it writes"),
                 )),
                 (Some(OperationType::Transactional), CatalogHint::ReadOnly) => out.push(warn(
-                    "POLICY_CONTRADICTS_HINT",
+                    error::CONTRADICTS_HINT,
                     format!("`{shown}` is transactional in the policy, but the catalog says it only reads"),
                 )),
                 _ => {}
@@ -338,7 +338,7 @@ impl Rules {
                 && tool.source.definition_hash.as_deref() != Some(pin.as_str())
             {
                 out.push(warn(
-                    "PIN_MISMATCH",
+                    error::PIN_MISMATCH,
                     format!(
                         "`{shown}` changed since it was pinned; it is held back. Its definition is now {}",
                         // Hashed for every pinned tool (`from_parts`).
@@ -355,7 +355,7 @@ impl Rules {
                     .map_or((tool.source.line, tool.source.column), |e| (e.line, e.column));
                 out.push(Finding {
                     severity: Severity::Warning,
-                    code: "TRANSACTIONAL_WITHOUT_CONFIRMATION",
+                    code: error::TRANSACTIONAL_WITHOUT_CONFIRMATION,
                     origin: if policy.tool_policies.contains_key(&tool.name) {
                         Origin::Policy
                     } else {
@@ -470,7 +470,7 @@ mod tests {
                 let mismatch: Vec<String> = rules
                     .findings()
                     .into_iter()
-                    .filter(|f| f.code == "PIN_MISMATCH")
+                    .filter(|f| f.code == error::PIN_MISMATCH)
                     .map(|f| f.message)
                     .collect();
                 assert_eq!(mismatch.len(), usize::from(!kept), "{catalog}");

@@ -88,7 +88,7 @@ pub fn approved_key(digest: &str, revision: &str, realm: &str, subject: &str) ->
     // issuer sharing the store. Hashed, so any subject makes a safe key;
     // the realm is length-prefixed so no split of the two collides.
     use sha2::Digest;
-    let who = format!("{}:{realm}{subject}", realm.len());
+    let who = crate::auth::qualified(realm, subject);
     let caller: String = sha2::Sha256::digest(who.as_bytes())
         .iter()
         .take(16)

@@ -80,9 +80,19 @@ pub struct Caller {
     /// without `--auth`. A `sub` is unique only within its issuer, so records
     /// a store shares across deployments (approvals) are kept per realm.
     pub realm: String,
+    /// Realm and subject in one text ([`qualified`]): who a record shared
+    /// across deployments (an approval, a sealed confirmation) is for.
+    pub qualified: String,
     pub context: Context,
     /// `context` as the JSON the engine reads.
     pub context_json: String,
+}
+
+/// A subject within its realm: the realm length-prefixed, so no split of
+/// the two collides (`sub` is unique only within its issuer, and two
+/// deployments may share a store and a state secret).
+pub fn qualified(realm: &str, subject: &str) -> String {
+    format!("{}:{realm}{subject}", realm.len())
 }
 
 impl Caller {
@@ -94,6 +104,7 @@ impl Caller {
     pub fn new(realm: String, subject: String, context: Context) -> Caller {
         Caller {
             context_json: context.to_json(),
+            qualified: qualified(&realm, &subject),
             subject,
             realm,
             context,

@@ -21,6 +21,11 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
     ),
     ("UPSTREAM_ERROR", "the upstream failed on the request", true),
     (
+        "UPSTREAM_INPUT_REQUIRED",
+        "the upstream answered an allowed `tools/call` with an MCP 2026-07-28 input request, which the gateway does not relay: a retry would carry the upstream's state and answers past the decision (`-32603`); the call did not complete",
+        false,
+    ),
+    (
         "CATALOG_REJECTED",
         "the upstream's tool catalog could not be loaded by the engine; no call is allowed",
         false,
@@ -43,6 +48,11 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
     ),
     ("CANCELLED", "the client cancelled the request", false),
     (
+        "UNAUTHENTICATED",
+        "with `--auth`, a request that reached a session with no authenticated caller attached (`-32603`); nothing was allowed",
+        false,
+    ),
+    (
         "GATEWAY_REFUSED",
         "a message the gate refuses before any session sees it (unparseable, untyped, a method not relayed)",
         false,
@@ -59,7 +69,7 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
     ),
     (
         "UNKNOWN_TASK",
-        "a `tasks/get`, `tasks/update` or `tasks/cancel` from an MCP 2026-07-28 client naming a task the upstream did not start for this caller through the gateway (`-32602`; another caller's task is answered the same as none)",
+        "a `tasks/get`, `tasks/update` or `tasks/cancel` naming a task the upstream did not start for this caller on this session through the gateway (`-32602`; another caller's task is answered the same as none)",
         false,
     ),
     (

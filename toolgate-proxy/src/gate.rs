@@ -67,14 +67,15 @@ pub struct RelayList {
 
 impl RelayList {
     /// A list of exact method names. Names in MCP's own namespaces are
-    /// refused, in any case (`Tools/call`): they must be decided (or typed),
-    /// never relayed raw, and an upstream that matches methods loosely would
-    /// run `Tools/call` as a call no one decided. So are names with anything
-    /// but letters, digits and `/ _ . -`.
+    /// refused, in any case and any spelling of the separator (`Tools/call`,
+    /// `/tools/call`, `tools.call`, `tools_call`): they must be decided (or
+    /// typed), never relayed raw, and an upstream that matches methods
+    /// loosely would run them as a call no one decided. So are names with
+    /// anything but letters, digits and `/ _ . -`.
     pub fn new<I: IntoIterator<Item = String>>(methods: I) -> Result<RelayList, String> {
         let mut set = BTreeSet::new();
         for method in methods {
-            let folded = method.to_ascii_lowercase();
+            let folded = loosely(&method);
             let others = ["notifications/", "sampling/", "elicitation/", "roots/"];
             let in_mcp_namespace = TYPED_REQUEST_METHODS.iter().chain(&others).any(|typed| {
                 let namespace = typed.split_once('/').map_or(*typed, |(ns, _)| ns);
@@ -96,6 +97,17 @@ impl RelayList {
     pub fn contains(&self, method: &str) -> bool {
         self.methods.contains(method)
     }
+}
+
+/// A method name as a loose router might read it: lower case, every run of
+/// separators (`/ _ . -`) one `/`, none at either end.
+fn loosely(method: &str) -> String {
+    method
+        .to_ascii_lowercase()
+        .split(['/', '_', '.', '-'])
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// What happens to one message from the client.
@@ -512,8 +524,20 @@ mod tests {
             "Initialize",
             "ping",
             "",
+            "/tools/call",
+            ".tools/call",
+            "tools.call",
+            "tools_call",
+            "tools-call",
+            "tools//call",
+            "tools/call/",
+            "-ping",
+            "resources.read",
         ] {
             assert!(RelayList::new([reserved.to_owned()]).is_err(), "{reserved:?}");
+        }
+        for custom in ["x/custom", "acme.tools", "toolsync/run", "x-ping", "vendor_tools/call"] {
+            assert!(RelayList::new([custom.to_owned()]).is_ok(), "{custom:?}");
         }
     }
 

@@ -213,8 +213,7 @@ impl Config {
 }
 
 impl SessionState {
-    /// `shared`: the one session behind every MCP 2026-07-28 request, whose
-    /// upstream tasks are kept apart by caller.
+    /// `shared`: the one session behind every MCP 2026-07-28 request.
     fn new(config: Arc<Config>, shared: bool) -> SessionState {
         SessionState {
             config,
@@ -222,7 +221,8 @@ impl SessionState {
             upstream: tokio::sync::OnceCell::new(),
             rules: tokio::sync::Mutex::new(None),
             progress: Mutex::new(HashMap::new()),
-            tasks: shared.then(Mutex::default),
+            shared,
+            tasks: Mutex::default(),
             spent: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -243,20 +243,15 @@ impl SessionState {
             && self.upstream.get().is_some_and(|up| !up.peer.is_transport_closed())
     }
 
-    fn task_table(&self) -> Option<std::sync::MutexGuard<'_, TaskOwners>> {
-        self.tasks
-            .as_ref()
-            .map(|tasks| tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    fn task_table(&self) -> std::sync::MutexGuard<'_, TaskOwners> {
+        self.tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Refuses a request about an upstream task another caller started (or
-    /// one the gateway did not see started) on the shared session.
+    /// Refuses a request about an upstream task another caller started, or
+    /// one the gateway did not see started on this very session.
     fn check_task(&self, task: &str, ctx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        let Some(tasks) = self.task_table() else {
-            return Ok(());
-        };
         let caller = self.config.caller(&ctx.extensions)?;
-        if tasks.owns(task, &caller.subject) {
+        if self.task_table().owns(task, &caller.subject) {
             return Ok(());
         }
         tracing::info!(
@@ -432,9 +427,12 @@ pub(crate) struct SessionState {
     rules: tokio::sync::Mutex<Option<Arc<Rules>>>,
     /// Upstream progress token -> the client's own token.
     progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
-    /// On the shared 2026-07-28 session only: the subject each upstream
-    /// task was started for (`tasks.rs`).
-    tasks: Option<Mutex<TaskOwners>>,
+    /// Whether this is the one session behind every 2026-07-28 request.
+    shared: bool,
+    /// The subject each upstream task was started for on this session
+    /// (`tasks.rs`): every session keeps one, as every caller reaches the
+    /// upstream under the gateway's one identity.
+    tasks: Mutex<TaskOwners>,
     /// The upstream session ended or was refused: requests on it fail, and
     /// the shared one is opened again on the next request.
     spent: std::sync::atomic::AtomicBool,
@@ -661,7 +659,7 @@ impl SessionState {
                         // Every MCP 2026-07-28 caller shares one upstream
                         // session: rmcp's default of 16 POSTs at once let 16
                         // slow calls of one caller hold up everyone else's.
-                        if self.tasks.is_some() {
+                        if self.shared {
                             settings = settings.max_concurrent_requests(SHARED_SESSION_CONCURRENCY);
                         }
                         let transport = Ordered::new(
@@ -1048,9 +1046,9 @@ impl SessionState {
         match result {
             Ok(mut r) => {
                 stamp_complete(&mut r);
-                if let (ServerResult::CreateTaskResult(created), Some(mut tasks)) = (&r, self.task_table()) {
+                if let ServerResult::CreateTaskResult(created) = &r {
                     let caller = self.config.caller(&ctx.extensions).map_err(Failure::answer)?;
-                    tasks.started(&created.task.task_id, &caller.subject);
+                    self.task_table().started(&created.task.task_id, &caller.subject);
                 }
                 Ok(r)
             }
@@ -1164,8 +1162,12 @@ impl SessionState {
         };
         // The model's own `confirmed: true` counts only where the operator
         // said so and the person cannot be asked in the protocol; the engine
-        // removes it otherwise (docs/spec.md §8).
-        let unasked = if self.config.trust_model_confirmation && !can_ask {
+        // removes it otherwise (docs/spec.md §8). A handshake that declared
+        // form elicitation counts for every request on its connection, a
+        // 2026-07-28 request's `_meta` among them: such a client is asked,
+        // and its person's decline stands.
+        let declared_asking = can_ask || modes.contains(&rmcp::service::ElicitationMode::Form);
+        let unasked = if self.config.trust_model_confirmation && !declared_asking {
             Confirmation::Argument
         } else {
             Confirmation::None
@@ -1200,10 +1202,10 @@ impl SessionState {
                 return self.approval(params, &rules, &call, &outcome, &ctx, false).await;
             }
             let message = confirm::prompt(&call.name, params.arguments.as_ref());
-            let (result, id) = self
-                .config
-                .sealing
-                .input_required(&rules.set, &call.json, &caller.subject, &message)?;
+            let (result, id) =
+                self.config
+                    .sealing
+                    .input_required(&rules.set, &call.json, &caller.qualified, &message)?;
             call.record(code, Some("mrtr"), Some(&id), "input_required");
             return Ok(ServerResult::InputRequiredResult(result));
         }
@@ -1328,7 +1330,7 @@ impl SessionState {
             &call.caller.context_json,
             Confirmation::Seal {
                 payload: &payload,
-                caller: &call.caller.subject,
+                caller: &call.caller.qualified,
                 now_ms: confirm::now_ms(),
             },
         );
@@ -1376,13 +1378,32 @@ impl SessionState {
         params: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        let request = relay_request("tools/call", params)?;
-        self.forward_failing(request, ctx).await.map_err(|failure| {
-            if let Some(code) = failure.code {
-                self.audit(call.line(Some(code), "upstream_failed"));
+        // Only what was decided goes upstream: a client's `requestState` and
+        // `inputResponses` are no part of the call the engine saw (the
+        // gateway's own are taken off by `sealed_retry`), and on the
+        // handshake path they are no part of the protocol.
+        let mut params = params.clone();
+        params.request_state = None;
+        params.input_responses = None;
+        let request = relay_request("tools/call", &params)?;
+        match self.forward_failing(request, ctx).await {
+            Ok(ServerResult::InputRequiredResult(_)) => {
+                // The retry would carry the upstream's state and the client's
+                // answers to it, which no decision covers.
+                self.audit(call.line(Some("UPSTREAM_INPUT_REQUIRED"), "upstream_failed"));
+                Err(internal(
+                    "toolgate proxy: the upstream asked for more input (an MCP 2026-07-28 input request), which the gateway does not relay for tools/call; the call did not complete",
+                    "UPSTREAM_INPUT_REQUIRED",
+                ))
             }
-            failure.error
-        })
+            Ok(result) => Ok(result),
+            Err(failure) => {
+                if let Some(code) = failure.code {
+                    self.audit(call.line(Some(code), "upstream_failed"));
+                }
+                Err(failure.error)
+            }
+        }
     }
 
     /// A call that needs a person's confirmation from a client that cannot

@@ -1,16 +1,16 @@
-//! Whose upstream task is whose, on the shared MCP 2026-07-28 session.
+//! Whose upstream task is whose, on every upstream session.
 //!
 //! Every 2026-07-28 request goes to one upstream session the gateway keeps
 //! for them all, so a task the upstream starts for one caller's `tools/call`
-//! lives beside every other caller's. An upstream's task id is not a
-//! credential (many count up: `task-1`, `task-2`), so the gateway remembers
-//! the subject each task was started for and answers `tasks/get`,
-//! `tasks/update` and `tasks/cancel` only to that subject; any other task id
-//! is answered as unknown (`UNKNOWN_TASK`), whether it exists or not, so
-//! another caller's task is not told apart from none.
-//!
-//! Handshake-era sessions belong to one subject each (`owners.rs`) and are
-//! not scoped here.
+//! lives beside every other caller's; and every caller, on any session,
+//! reaches the upstream under the gateway's one identity, so an upstream that
+//! keeps one task table per process serves any session any task. An
+//! upstream's task id is not a credential (many count up: `task-1`,
+//! `task-2`), so each session remembers the subject each task was started
+//! for on it and answers `tasks/get`, `tasks/update` and `tasks/cancel` only
+//! to that subject on that session; any other task id is answered as unknown
+//! (`UNKNOWN_TASK`), whether it exists or not, so another caller's task is
+//! not told apart from none.
 
 use std::collections::{HashMap, VecDeque};
 

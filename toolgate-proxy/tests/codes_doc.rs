@@ -60,13 +60,27 @@ fn render() -> String {
         let _ = writeln!(out, "| `{}` | {} |", code.as_str(), code.meaning());
     }
     out.push_str(
+        "\n## Findings (`toolgate check`, `findings()` in every SDK, the gateway's start-up log)\n\n\
+         Warnings about rules that load but deserve a look (`FILE:LINE:COL: warning: message (CODE)`).\n\n\
+         | code | meaning |\n|---|---|\n",
+    );
+    for (code, meaning) in policy_core::error::FINDING_CODES {
+        let _ = writeln!(out, "| `{code}` | {meaning} |");
+    }
+    out.push_str(
         "\n## SDK errors (Rust `toolgate::Error::code`, JS `error.code`, Python `error.code`)\n\n\
          | code | meaning |\n|---|---|\n\
          | `COMPONENT_INVALID` | the component could not be compiled or instantiated |\n\
          | `CONTRACT_VERSION_MISMATCH` | the component implements another WIT contract version than the host |\n\
          | `INPUT_TOO_LARGE` | an input over the host's cap (`limits.MAX_INPUT_BYTES`) |\n\
          | `ENGINE_TRAP`, `ENGINE_LIMIT`, `ENGINE_OUT_OF_MEMORY` | a fault on a call that returns a value (list, turn, seal payload) |\n\
-         | `STATE_INVALID` (JS `StateKeys`) | a sealed `requestState` that does not open |\n",
+         | `STATE_INVALID` (JS and Python `StateKeys`) | a sealed `requestState` that does not open |\n\
+         | `STATE_KEY_INVALID` (JS and Python `StateKeys`) | a key ring that cannot be built (no secret, one shorter than 32 bytes) |\n\
+         | `CLOSED` (JS) | a call on a `Toolgate` after `close()` |\n\
+         \n## `toolgate-rmcp` (`Guarded`)\n\n\
+         In a JSON-RPC error's `data.toolgate`.\n\n\
+         | code | meaning |\n|---|---|\n\
+         | `GUARD_ERROR` | the wrapper could not decide (the server's catalog did not load, the engine's answer was unreadable, a decision stopped): nothing was forwarded |\n",
     );
     out.push_str("\n## Gateway (`toolgate proxy`)\n\nIn a JSON-RPC error's `data.toolgate`.\n\n| code | retryable | when |\n|---|---|---|\n");
     for (code, when, retryable) in toolgate_proxy::codes::GATEWAY_CODES {

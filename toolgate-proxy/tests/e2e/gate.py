@@ -26,14 +26,14 @@ def check(name, ok, detail=""):
     print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {str(detail)[:400]}"), flush=True)
 
 
-def init_message(i=0):
+def init_message(i=0, capabilities=None):
     return {
         "jsonrpc": "2.0",
         "id": i,
         "method": "initialize",
         "params": {
             "protocolVersion": PROTOCOL,
-            "capabilities": {},
+            "capabilities": capabilities or {},
             "clientInfo": {"name": "gate-e2e", "version": "1"},
         },
     }
@@ -47,7 +47,7 @@ class Stdio:
         self.seen = []
 
     @classmethod
-    async def start(cls, root, *flags, server=None):
+    async def start(cls, root, *flags, server=None, capabilities=None):
         proc = await asyncio.create_subprocess_exec(
             PROXY,
             *flags,
@@ -60,7 +60,7 @@ class Stdio:
             limit=64 * 1024 * 1024,
         )
         s = cls(proc)
-        await s.send_json(init_message())
+        await s.send_json(init_message(capabilities=capabilities))
         await s.answer(0)
         await s.send_json({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return s
@@ -85,6 +85,15 @@ class Stdio:
         while True:
             m = await self.next(timeout)
             if "method" not in m and m.get("id") == id_:
+                return m
+
+    async def answer_declining(self, id_, timeout=20):
+        """As `answer`, declining every elicitation the gateway sends meanwhile."""
+        while True:
+            m = await self.next(timeout)
+            if m.get("method") == "elicitation/create":
+                await self.send_json({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "decline"}})
+            elif "method" not in m and m.get("id") == id_:
                 return m
 
     async def close(self):
@@ -234,6 +243,30 @@ async def stdio_checks(root, audit):
         m = await s.answer(500)
         check("stdio: ...and the first still gets its own answer", "result" in m and "released" in json.dumps(m), m)
         check("stdio: the refused duplicate wrote nothing", not (root / "dup.txt").exists())
+    finally:
+        await s.close()
+
+    # A client that declared form elicitation in its handshake is asked on its
+    # connection, whatever a later request's MCP 2026-07-28 `_meta` says: the
+    # model's `confirmed: true` does not count there even with the flag.
+    s = await Stdio.start(root, "--trust-model-confirmation", capabilities={"elicitation": {"form": {}}})
+    try:
+        target = root / "declared.txt"
+        modern = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        args = {**json.loads(write_args(target)), "confirmed": True}
+        await s.send_json(call(600, "write_file", args))
+        m = await s.answer_declining(600)
+        check("stdio: a declared client's person declines: blocked", not target.exists(), m)
+        await s.send_json(call(601, "write_file", args, _meta=modern))
+        m = await s.answer_declining(601)
+        check(
+            "stdio: ...and a 2026-07-28 `_meta` on the same connection does not turn the model's word into a yes",
+            not target.exists() and "pwned" not in json.dumps(m),
+            m,
+        )
     finally:
         await s.close()
 

@@ -2386,10 +2386,17 @@ async def shared_session_tasks():
     """Every MCP 2026-07-28 caller's requests go through one upstream session:
     a task the upstream starts for one caller's call (its ids count up, as
     many servers' do) is answered only to that caller; another's tasks/get or
-    tasks/cancel of it is answered as for a task that does not exist."""
+    tasks/cancel of it is answered as for a task that does not exist, on the
+    shared session and from a handshake-era session of the other caller's own
+    (every session reaches the upstream under the gateway's one identity, and
+    this upstream, as many do, keeps one task table for all of them)."""
     log = TMP / "tasks-upstream.jsonl"
+    pki = ServerPki("tasks")
+    _, port = start_https_upstream("tasks", log, pki.cert_pem, pki.key_pem, "--tasks")
     gw = Gateway(
-        "tasks", *auth_flags(TMP / "jwks.json"), upstream_args=upstream_cmd(log, TMP / "notes-tasks", "--tasks")
+        "tasks",
+        *auth_flags(TMP / "jwks.json"),
+        *("--upstream", f"https://127.0.0.1:{port}/mcp", "--upstream-ca", pki.ca_pem),
     )
     check("gateway in front of a task-running upstream starts", gw.up, gw.stderr()[-300:])
     alice, bob = token("alice", scope="notes:read"), token("bob", scope="notes:read")
@@ -2474,6 +2481,25 @@ async def shared_session_tasks():
         )
         alices_view = await ask("tasks/get", bobs_task, alice)
         check("...which alice cannot", unknown(alices_view), alices_view)
+
+        # Bob opens a handshake-era session of his own and names alice's task there.
+        as_bob = {**BASE_HEADERS, "Authorization": f"Bearer {bob}"}
+        r = await http.post(gw.url, json=legacy_initialize("bob"), headers=as_bob)
+        session = r.headers.get("mcp-session-id")
+        check("bob opens a handshake-era session", r.status_code == 200 and session, (r.status_code, r.text[:300]))
+        on_his_session = {**as_bob, "Mcp-Session-Id": session or "", "MCP-Protocol-Version": LEGACY}
+        await http.post(gw.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=on_his_session)
+        for method in ("tasks/get", "tasks/cancel"):
+            body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"taskId": task_id}}
+            r = await http.post(gw.url, json=body, headers=on_his_session)
+            answer = (r.status_code, rpc_message(r))
+            check(f"bob's {method} of alice's task from his handshake-era session: unknown", unknown(answer), answer)
+            check("...and nothing of her result in it", "alice-job" not in json.dumps(answer), answer)
+        check(
+            "...and no cancel reached the upstream",
+            not any("task_cancelled" in e for e in log_entries(log)),
+            log_entries(log),
+        )
     gw.stop()
 
 
