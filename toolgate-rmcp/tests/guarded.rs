@@ -526,3 +526,30 @@ async fn a_runaway_decision_does_not_stall_a_current_thread_server() {
     assert_eq!(code(&answer).as_deref(), Some("ENGINE_LIMIT"), "{answer:?}");
     assert!(server.ran.lock().unwrap().is_empty(), "nothing ran");
 }
+
+/// A listing asked for during a runaway decision waits for the rule set the
+/// decision holds, off the async threads: a ping sent after both is answered
+/// first, and the listing comes once the decision is over.
+#[tokio::test(flavor = "current_thread")]
+async fn a_listing_behind_a_runaway_decision_does_not_stall_a_current_thread_server() {
+    let server = Notes::default();
+    server.runaway.store(true, std::sync::atomic::Ordering::SeqCst);
+    let client = serve(server.clone(), Context::default(), ()).await;
+    let slow =
+        client.call_tool(CallToolRequestParams::new("read_note").with_arguments(arguments(json!({"text": "x"}))));
+    tokio::pin!(slow);
+    let listing = client.list_tools(None);
+    tokio::pin!(listing);
+    let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest::default());
+    tokio::select! {
+        biased;
+        answer = &mut slow => panic!("the runaway call was answered before a ping sent after it: {answer:?}"),
+        listed = &mut listing => panic!("the listing was answered while the decision held the rules: {listed:?}"),
+        pong = client.send_request(ping) => { pong.unwrap(); }
+    };
+    let (answer, listed) = tokio::join!(slow, listing);
+    assert_eq!(code(&answer.unwrap()).as_deref(), Some("ENGINE_LIMIT"));
+    let names: Vec<String> = listed.unwrap().tools.iter().map(|t| t.name.to_string()).collect();
+    assert!(names.contains(&"read_note".to_owned()), "{names:?}");
+    assert!(server.ran.lock().unwrap().is_empty(), "nothing ran");
+}
