@@ -2484,7 +2484,9 @@ async def shared_session_tasks():
 
         # Bob opens a handshake-era session of his own and names alice's task there.
         as_bob = {**BASE_HEADERS, "Authorization": f"Bearer {bob}"}
-        r = await http.post(gw.url, json=legacy_initialize("bob"), headers=as_bob)
+        initialize = legacy_initialize("bob")
+        initialize["params"]["capabilities"] = meta["io.modelcontextprotocol/clientCapabilities"]
+        r = await http.post(gw.url, json=initialize, headers=as_bob)
         session = r.headers.get("mcp-session-id")
         check("bob opens a handshake-era session", r.status_code == 200 and session, (r.status_code, r.text[:300]))
         on_his_session = {**as_bob, "Mcp-Session-Id": session or "", "MCP-Protocol-Version": LEGACY}
