@@ -270,6 +270,37 @@ async def stdio_checks(root, audit):
     finally:
         await s.close()
 
+    # Only what was decided goes upstream: a client's requestState and
+    # inputResponses never do, and an upstream's own input request is not
+    # relayed (its retry would carry state and answers no decision covers).
+    s = await Stdio.start(root, server=[str(Path(__file__).parent / "echo_upstream.mjs")])
+    try:
+        modern = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        extra = {"requestState": "tg1.client-state", "inputResponses": {"q": {"action": "accept", "content": {}}}}
+        await s.send_json(call(700, "echo", {"text": "hi"}, **extra))
+        m = await s.answer(700)
+        seen = m.get("result", {}).get("content", [{}])[0].get("text", "")
+        check(
+            "stdio: an allowed call reaches the upstream with its decided name and arguments only",
+            json.loads(seen or "{}").get("arguments") == {"text": "hi"}
+            and "requestState" not in seen
+            and "inputResponses" not in seen,
+            m,
+        )
+        await s.send_json(call(701, "asks", {"text": "hi"}, _meta=modern))
+        m = await s.answer(701)
+        check(
+            "stdio: an upstream's own input request is an UPSTREAM_INPUT_REQUIRED error, not relayed",
+            m.get("error", {}).get("data", {}).get("toolgate") == "UPSTREAM_INPUT_REQUIRED"
+            and "upstream-state" not in json.dumps(m),
+            m,
+        )
+    finally:
+        await s.close()
+
 
 def free_port():
     with socket.socket() as sock:
