@@ -537,5 +537,8 @@ fn a_prepared_engine_answers_as_the_shipped_one() {
         b"",
     );
     assert_eq!(out.status.code(), Some(2));
+    // ...and its line ends with the code, as every error line does.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.trim_end().ends_with("(COMPONENT_INVALID)"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,7 @@ runs (shipped inside this package); nothing is re-implemented here.
 
     >>> from mcp_toolgate import RuleSet, Context
     >>> rules = RuleSet.from_files("tools.yaml", policy="tool_policies.yaml")
-    >>> d = rules.evaluate("alterar_plano", {"new_plan_id": "X"}, context=Context())
+    >>> d = rules.evaluate("alterar_plano", {"customer_id": "42", "new_plan_id": "X"}, context=Context())
     >>> d.ok, d.code, d.json        # typed fields, canonical bytes kept
     >>> o = rules.decide({"name": "alterar_plano", "arguments": {...}}, Context(), "none")
     >>> o.forward, o.blocked_result  # what to forward, or what to answer with

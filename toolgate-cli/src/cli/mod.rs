@@ -260,7 +260,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("toolgate: {}", one_line(&e));
+            eprintln!("toolgate: {}", with_code(one_line(&e), &e));
             ExitCode::from(EXIT_LOAD)
         }
     }
@@ -333,6 +333,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 /// An error and its causes on one line, each cause said once (an error
 /// that prints its source and also returns it would otherwise say it twice).
+/// `text` ending in its SDK error code, `(CODE)`, as every error line does
+/// (a component that does not load said only why).
+fn with_code(text: String, error: &anyhow::Error) -> String {
+    match error.chain().find_map(|cause| cause.downcast_ref::<toolgate::Error>()) {
+        Some(sdk) if !text.ends_with(&format!("({})", sdk.code())) => format!("{text} ({})", sdk.code()),
+        _ => text,
+    }
+}
+
 fn one_line(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
