@@ -70,13 +70,20 @@ pub struct Pending {
     pub realm: String,
     pub surface: String,
     pub expires_ms: u64,
-    /// SHA-256 (hex) of the current page's anti-forgery token; empty until
-    /// the page was shown.
+    /// SHA-256 (hex) of the anti-forgery token of each of the last
+    /// [`PAGES_VALID`] pages shown, newest last; empty until the page was
+    /// shown and once it is answered.
     #[serde(default)]
-    pub token_hash: String,
+    pub token_hashes: Vec<String>,
     /// `pending`, `approved` or `denied`.
     pub state: String,
 }
+
+/// How many pages shown of one approval keep a form that counts: a link
+/// preview, the model fetching the link or a second tab each show the page
+/// once more, and must not break the page the person has open. (A token
+/// only proves the form came from this origin's page; any of them does.)
+pub const PAGES_VALID: usize = 8;
 
 pub fn record_key(id: &str) -> String {
     format!("{RECORD_PREFIX}{id}")
@@ -460,13 +467,15 @@ async fn show(State(served): State<Served>, Path(id): Path<String>, headers: Hea
             message("Already answered", &format!("This call was already {done}.")),
         );
     }
-    // A fresh token per page shown: the latest page's forms count.
+    // A fresh token per page shown; the last few pages' forms count.
     let token = match random_token() {
         Ok(t) => t,
         Err(e) => return unavailable(&LedgerError::Unreachable(e)),
     };
     let mut next = pending.clone();
-    next.token_hash = sha256_hex(&token);
+    next.token_hashes.push(sha256_hex(&token));
+    let past = next.token_hashes.len().saturating_sub(PAGES_VALID);
+    next.token_hashes.drain(..past);
     let Ok(next_text) = serde_json::to_string(&next) else {
         return gone();
     };
@@ -576,9 +585,12 @@ async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: H
             ),
         );
     }
-    if pending.token_hash.is_empty()
-        || token.is_empty()
-        || !constant_time_eq(sha256_hex(token).as_bytes(), pending.token_hash.as_bytes())
+    let presented = sha256_hex(token);
+    if token.is_empty()
+        || !pending
+            .token_hashes
+            .iter()
+            .any(|shown| constant_time_eq(presented.as_bytes(), shown.as_bytes()))
     {
         tracing::info!(approval = %pending.id, "approval form refused: bad anti-forgery token");
         return forged();
@@ -590,7 +602,7 @@ async fn answer(State(served): State<Served>, Path(id): Path<String>, headers: H
     };
     let mut next = pending.clone();
     next.state = if approve { "approved" } else { "denied" }.into();
-    next.token_hash = String::new();
+    next.token_hashes.clear();
     let Ok(next_text) = serde_json::to_string(&next) else {
         return forged();
     };
@@ -648,7 +660,7 @@ mod tests {
             realm: String::new(),
             surface: "confirming".into(),
             expires_ms: 61_000,
-            token_hash: String::new(),
+            token_hashes: Vec::new(),
             state: "pending".into(),
         }
     }

@@ -1473,7 +1473,7 @@ impl SessionState {
             realm: call.caller.realm.clone(),
             surface: self.config.surface().to_owned(),
             expires_ms: now.saturating_add(ttl_ms),
-            token_hash: String::new(),
+            token_hashes: Vec::new(),
             state: "pending".into(),
         };
         let pending = match approve::create(ledger, pending, now).await {

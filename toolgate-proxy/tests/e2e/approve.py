@@ -249,8 +249,12 @@ async def main():
                 check("...nothing written", not forged.exists())
                 status, _, html = http("GET", furl)
                 token = token_of(html)
+                # The link fetched again (a preview, the model, a second tab)
+                # before the person answers on the page they have open.
+                for _ in range(3):
+                    http("GET", furl)
                 status, _, _ = http("POST", furl, {"action": "approve", "token": token})
-                check("the page's own POST approves", status == 200, status)
+                check("the page's own POST approves, though the link was fetched again since", status == 200, status)
                 r = await s.call_tool("write_file", fargs)
                 check("...the retry runs", not r.isError and forged.read_text() == "forged\n", r)
                 forged.unlink(missing_ok=True)
