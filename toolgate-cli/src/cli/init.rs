@@ -21,11 +21,20 @@ const NO_PIN: &str = "sha256:000000000000000000000000000000000000000000000000000
 /// What the engine says about one tool.
 struct Classified {
     name: String,
+    /// Under a policy that does not take the server's word (a bare
+    /// `version: 1`): what the written policy starts from.
     operation_type: String,
     effect: String,
     source: String,
+    /// The server says it only reads (its annotations, read with no policy
+    /// at all), where a policy would not take that word.
+    claimed_read_only: bool,
     pin: Option<String>,
 }
+
+/// A policy that only says it is one: the server's hints do not loosen
+/// anything under it (`trust_catalog_hints` defaults to false).
+const BARE_POLICY: &str = "version: 1\n";
 
 pub fn init(out: &Path, force: bool, upstream: Option<&str>, server: &[String], timeout: Duration) -> Result<ExitCode> {
     if out.exists() && !force {
@@ -51,13 +60,15 @@ pub fn init(out: &Path, force: bool, upstream: Option<&str>, server: &[String], 
     if !errors.is_empty() {
         bail!("the starter policy has errors: {}", errors.join("; "));
     }
-    std::fs::write(out, &text).with_context(|| out.display().to_string())?;
-    let writes = tools.iter().filter(|t| t.operation_type == "transactional").count();
+    write_replacing(out, &text)?;
+    let waiting = tools.iter().filter(|t| t.operation_type != "read_only").count();
+    let claimed = tools.iter().filter(|t| t.claimed_read_only).count();
     eprintln!(
-        "toolgate: wrote {}: {} tool(s) of {name}, {writes} write(s) needing a person's confirmation, {} read(s); policy revision {}",
+        "toolgate: wrote {}: {} tool(s) of {name}, {waiting} waiting for a person's confirmation ({claimed} of them \
+         the server says only read: review their entries), {} read(s); policy revision {}",
         out.display(),
         tools.len(),
-        tools.len() - writes,
+        tools.len() - waiting,
         rules.revision()
     );
     Ok(ExitCode::SUCCESS)
@@ -72,58 +83,132 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
         .load(Some(&text), &catalog)
         .map_err(|e| anyhow!("{}: {e}", policy_path.display()))?;
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    let mut changed = 0usize;
+    let mut repinned = Vec::new();
+    let mut unchanged = 0usize;
     for finding in rules.findings()? {
         let problem = &finding.problem;
         if problem.code != "PIN_MISMATCH" {
             continue;
         }
-        let Some(new) = definition_hash(&problem.message) else {
-            continue;
-        };
         let tool = problem.path.strip_prefix("tool_policies.").unwrap_or(&problem.path);
-        if replace_pin(&mut lines, problem.line, new) {
-            changed += 1;
-            eprintln!(
-                "toolgate: {}:{}: `{tool}` pinned to its current definition {new}",
-                policy_path.display(),
-                problem.line
-            );
+        match definition_hash(&problem.message) {
+            Some(new) if replace_pin(&mut lines, problem.line, new) => repinned.push((tool.to_owned(), new.to_owned())),
+            _ => {
+                unchanged += 1;
+                eprintln!(
+                    "toolgate: {}:{}: the pin of `{tool}` could not be rewritten here (write it by hand): {}",
+                    policy_path.display(),
+                    problem.line,
+                    problem.message
+                );
+            }
         }
     }
-    if changed > 0 {
+    if !repinned.is_empty() {
         let mut updated = lines.join("\n");
         if text.ends_with('\n') {
             updated.push('\n');
         }
-        engine
+        let after = engine
             .load(Some(&updated), &catalog)
-            .map_err(|e| anyhow!("the re-pinned policy does not load: {e}"))?;
-        std::fs::write(policy_path, updated).with_context(|| policy_path.display().to_string())?;
+            .map_err(|e| anyhow!("the re-pinned policy does not load: {e}"))?
+            .findings()?;
+        // A new definition the entry now contradicts (a tool it calls
+        // read_only that the server now says writes) is the change a pin
+        // exists to stop: it stays held back until the entry is reviewed.
+        let about = |tool: &str| format!("tool_policies.{tool}");
+        let contradicted: Vec<_> = after
+            .iter()
+            .filter(|f| f.problem.code != "PIN_MISMATCH")
+            .filter(|f| repinned.iter().any(|(tool, _)| f.problem.path == about(tool)))
+            .collect();
+        // Every pin rewritten must now hold, and only those: a line-based
+        // edit that reached another entry is refused.
+        let still_stale = after.iter().filter(|f| f.problem.code == "PIN_MISMATCH").count();
+        if !contradicted.is_empty() || still_stale != unchanged {
+            for f in &contradicted {
+                eprintln!(
+                    "toolgate: {}:{}:{}: {} ({})",
+                    policy_path.display(),
+                    f.problem.line,
+                    f.problem.column,
+                    f.problem.message,
+                    f.problem.code
+                );
+            }
+            bail!(
+                "{} was not changed: {}",
+                policy_path.display(),
+                if contradicted.is_empty() {
+                    "rewriting its pins did not make them hold (write them by hand)"
+                } else {
+                    "the new definitions contradict their entries; review those entries, then pin again"
+                }
+            );
+        }
+        write_replacing(policy_path, &updated)?;
+        for (tool, new) in &repinned {
+            eprintln!(
+                "toolgate: {}: `{tool}` pinned to its current definition {new}",
+                policy_path.display()
+            );
+        }
     }
     eprintln!(
-        "toolgate: {changed} pin(s) of {} updated against {name}",
+        "toolgate: {} pin(s) of {} updated against {name}",
+        repinned.len(),
         policy_path.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(if unchanged > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Writes `text` beside `path`, then renames it over `path`: a reader (a
+/// gateway's `--watch`) sees the old file or the new one, never a part.
+pub fn write_replacing(path: &Path, text: &str) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&temporary, text)
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&temporary);
+        })
+        .with_context(|| path.display().to_string())
 }
 
 /// Each tool of the catalog with the engine's classification and pin.
 fn classify(engine: &Engine, catalog: &str) -> Result<Vec<Classified>> {
     let names = tool_names(catalog)?;
-    let plain = engine
-        .load(None, catalog)
-        .map_err(|e| anyhow!("the server's catalog: {e}"))?;
+    let load = |policy| {
+        engine
+            .load(policy, catalog)
+            .map_err(|e| anyhow!("the server's catalog: {e}"))
+    };
+    // A server's annotations are its own claims (MCP calls them untrusted):
+    // the starter policy is what the engine decides when it does not take
+    // them, and says where the server claims more.
+    let (claimed, bare) = (load(None)?, load(Some(BARE_POLICY))?);
     let pins = pins(engine, catalog, &names)?;
     names
         .into_iter()
         .map(|name| {
-            let about = metadata(&plain, &name)?;
+            let about = metadata(&bare, &name)?;
             let field = |key: &str| about.get(key).and_then(|v| v.as_str()).unwrap_or("unknown").to_owned();
+            let operation_type = field("operation_type");
+            let claims = metadata(&claimed, &name)?;
+            let claimed_read_only = operation_type != "read_only"
+                && claims.get("operation_type").and_then(|v| v.as_str()) == Some("read_only");
             Ok(Classified {
-                operation_type: field("operation_type"),
+                operation_type,
                 effect: field("effect"),
                 source: field("policy_source"),
+                claimed_read_only,
                 pin: pins.get(&name).cloned(),
                 name,
             })
@@ -235,21 +320,30 @@ fn starter_policy(server: &str, tools: &[Classified]) -> String {
         // A JSON string is a YAML double-quoted scalar: any name is safe.
         let key = serde_json::Value::String(tool.name.clone()).to_string();
         let _ = writeln!(out, "  {key}:");
+        let because = if tool.claimed_read_only {
+            "the server's annotations say it only reads, which a policy does not take on the server's word"
+        } else {
+            why(&tool.source)
+        };
         let _ = writeln!(
             out,
-            "    # {} (effect: {}): {}",
-            tool.operation_type,
-            tool.effect,
-            why(&tool.source)
+            "    # {} (effect: {}): {because}",
+            tool.operation_type, tool.effect
         );
         // Anything but a known read (a probe that faulted has no
         // classification) is written as a write that needs confirmation.
         let write = tool.operation_type != "read_only";
-        let _ = writeln!(
-            out,
-            "    operation_type: {}",
-            if write { "transactional" } else { "read_only" }
-        );
+        if tool.claimed_read_only {
+            // Stating `transactional` would contradict the server's hint
+            // (a `check` finding); the bare policy already makes it one.
+            out.push_str("    # Checked that it only reads? Replace the next line with `operation_type: read_only`.\n");
+        } else {
+            let _ = writeln!(
+                out,
+                "    operation_type: {}",
+                if write { "transactional" } else { "read_only" }
+            );
+        }
         if write {
             out.push_str("    require_confirmation: true\n");
         }
@@ -267,6 +361,39 @@ mod tests {
 
     const HASH_A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     const HASH_B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    /// A server's read-only hint is its claim: the starter policy makes the
+    /// tool wait for a person and says how to take the claim once checked.
+    #[test]
+    fn a_servers_read_only_claim_is_written_as_a_question_not_a_rule() {
+        let catalog = r#"{"tools":[
+          {"name":"says_it_reads","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},
+          {"name":"plain","inputSchema":{"type":"object"}}
+        ]}"#;
+        let engine = Engine::cached().unwrap();
+        let tools = classify(&engine, catalog).unwrap();
+        let text = starter_policy("test", &tools);
+        assert!(!text.contains("operation_type: read_only\n"), "{text}");
+        assert!(
+            text.contains("Replace the next line with `operation_type: read_only`"),
+            "{text}"
+        );
+        let code = |policy: &str, tool: &str| {
+            let rules = engine.load(Some(policy), catalog).unwrap();
+            let call = format!(r#"{{"name":"{tool}","arguments":{{}}}}"#);
+            let decision: serde_json::Value =
+                serde_json::from_str(&rules.evaluate_raw(call.as_bytes(), "{}").json).unwrap();
+            assert!(rules.findings().unwrap().is_empty(), "{text}");
+            decision["error"]["code"].as_str().map(str::to_owned)
+        };
+        for tool in ["says_it_reads", "plain"] {
+            assert_eq!(code(&text, tool).as_deref(), Some("CONFIRMATION_REQUIRED"), "{tool}");
+        }
+        // The reviewer's edit, as the comment says.
+        let checked = text.replacen("    require_confirmation: true\n", "    operation_type: read_only\n", 1);
+        assert_eq!(code(&checked, "says_it_reads"), None, "{checked}");
+        assert_eq!(code(&checked, "plain").as_deref(), Some("CONFIRMATION_REQUIRED"));
+    }
 
     #[test]
     fn the_hash_is_read_from_the_findings_message() {

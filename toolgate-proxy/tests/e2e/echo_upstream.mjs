@@ -1,13 +1,14 @@
 // A bare MCP server over stdio (newline-delimited JSON-RPC, no SDK), for
 // what an SDK would hide: `echo` answers with the exact `params` of the
 // tools/call it received, `asks` answers with an MCP 2026-07-28 input
-// request of its own (`resultType: "input_required"`). Both read only.
+// request of its own (`resultType: "input_required"`). Both say they only
+// read, unless ECHO_WRITES=1 (a redeploy that made `echo` destructive).
 import { createInterface } from 'node:readline';
 
 const tools = ['echo', 'asks'].map((name) => ({
   name,
   inputSchema: { type: 'object', properties: { text: { type: 'string' } } },
-  annotations: { readOnlyHint: true },
+  annotations: name === 'echo' && process.env.ECHO_WRITES === '1' ? { readOnlyHint: false, destructiveHint: true } : { readOnlyHint: true },
 }));
 const send = (message) => process.stdout.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
 

@@ -104,16 +104,60 @@ async def one_server(label, server, arguments_of, ran):
     alone = toolgate("check", "--policy", str(policy))
     check(f"{label}: ...and on its own", alone.returncode == 0, alone.stdout + alone.stderr)
 
+    # As written, a tool the server only says reads waits for a person too
+    # (a server's annotations are its claim); each says how to take the claim.
     results = await calls_through(policy, server, arguments_of)
     writes = writes_of(tools)
     asked = {name for name, r in results.items() if blocked_code(r) == "CONFIRMATION_REQUIRED"}
     check(
-        f"{label}: through the gateway, every write ({len(writes)}) waits for confirmation, and only they",
-        asked == writes and len(writes) > 0,
+        f"{label}: as written, every tool waits for confirmation, the server's claimed reads too",
+        asked == names and len(writes) > 0,
+        (sorted(asked ^ names), len(results)),
+    )
+    # (but the gateway's probe of how the server answers a tool it lacks)
+    reached = {name for name in ran() if not name.startswith("toolgate-probe-")}
+    check(f"{label}: ...nothing reached the server", not reached, sorted(reached))
+    # The reviewer's edit, as each claimed read's comment says.
+    marker = "    # Checked that it only reads? Replace the next line with `operation_type: read_only`.\n"
+    check(f"{label}: each claimed read says how to take the claim", text.count(marker) == len(names - writes))
+    reviewed = re.sub(re.escape(marker) + r"    require_confirmation: true\n", "    operation_type: read_only\n", text)
+    policy.write_text(reviewed)
+    results = await calls_through(policy, server, arguments_of)
+    asked = {name for name, r in results.items() if blocked_code(r) == "CONFIRMATION_REQUIRED"}
+    check(
+        f"{label}: once reviewed, every write ({len(writes)}) waits for confirmation, and only they",
+        asked == writes,
         (sorted(asked ^ writes), len(results)),
     )
     check(f"{label}: ...no write reached the server", not (ran() & writes), sorted(ran() & writes))
     return policy, server
+
+
+async def pin_refuses_a_contradicting_definition():
+    """A tool the reviewed policy calls read_only that the server redefines
+    as destructive: `pin` does not accept the new definition (the change a
+    pin exists to stop) and leaves the file as it was; the tool stays held."""
+    server = [NODE, str(Path(__file__).parent / "echo_upstream.mjs")]
+    policy = TMP / "echo.yaml"
+    done = toolgate("init", "--out", str(policy), "--", *server)
+    check("pin: init over the echo server", done.returncode == 0, done.stderr[-400:])
+    marker = "    # Checked that it only reads? Replace the next line with `operation_type: read_only`.\n"
+    reviewed = re.sub(
+        r'(  "echo":\n(?:    #.*\n)*?)' + re.escape(marker) + r"    require_confirmation: true\n",
+        r"\g<1>    operation_type: read_only\n",
+        policy.read_text(),
+    )
+    check("pin: the reviewer took echo's claim", "operation_type: read_only" in reviewed, reviewed[:800])
+    policy.write_text(reviewed)
+    redeployed = dict(os.environ, ECHO_WRITES="1")
+    repinned = subprocess.run(
+        [TOOLGATE, "pin", "--policy", str(policy), "--", *server], capture_output=True, text=True, env=redeployed
+    )
+    check(
+        "pin: a definition the entry now contradicts is not pinned; the file is unchanged",
+        repinned.returncode != 0 and "POLICY_CONTRADICTS_HINT" in repinned.stderr and policy.read_text() == reviewed,
+        (repinned.returncode, repinned.stderr[-600:]),
+    )
 
 
 async def main():
@@ -160,6 +204,7 @@ async def main():
             repinned.returncode == 0 and policy.read_text() == good,
             repinned.stderr[-600:],
         )
+    await pin_refuses_a_contradicting_definition()
     if many:
         print(f"(files in {TMP})")
     print("all passed" if not failures else f"FAILED: {', '.join(failures)}")
