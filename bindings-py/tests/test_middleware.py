@@ -8,7 +8,7 @@ import json
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import pytest
@@ -19,6 +19,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.shared.message import SessionMessage
+from pydantic import AfterValidator, Field
 
 import vectorfile
 from conftest import VECTORS
@@ -594,3 +595,43 @@ def test_a_tool_replaced_after_protect_is_decided_by_its_own_definition() -> Non
     assert not before.isError
     assert replaced.isError and json.loads(replaced.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
     assert ran == ["status"]
+
+
+def test_a_fastmcp_takes_one_guard() -> None:
+    """Its tool functions check their arguments against one guard's decision:
+    a second guard's rules would never decide what they get."""
+    server = fastmcp([])
+    protect(server, policy_text=POLICY)
+    with pytest.raises(TypeError, match="already guarded"):
+        protect(server, legacy=True)
+
+
+def test_a_validation_alias_is_decided_under_the_key_the_schema_constrains() -> None:
+    """The wire and the schema say `amt`, the function's keyword is `amount`:
+    the values the function gets are decided as `amt`, so a validator's output
+    past the schema's maximum is denied, as for a parameter without an alias."""
+    ran: list[dict[str, int]] = []
+    server = FastMCP("pay", log_level="WARNING")
+
+    @server.tool(annotations=types.ToolAnnotations(readOnlyHint=True))
+    def pay(
+        amount: Annotated[int, Field(validation_alias="amt", le=1000), AfterValidator(lambda v: v * 100)] = 1,
+        plain: Annotated[int, Field(le=1000), AfterValidator(lambda v: v * 100)] = 1,
+    ) -> str:
+        ran.append({"amount": amount, "plain": plain})
+        return "ok"
+
+    protect(server, policy_text="version: 1\ndefaults:\n  operation_type: read_only\n")
+
+    async def steps(client: ClientSession) -> list[types.CallToolResult]:
+        return [
+            await client.call_tool("pay", {"plain": 500}),
+            await client.call_tool("pay", {"amt": 500}),
+            await client.call_tool("pay", {"amt": 5}),
+        ]
+
+    plain, aliased, small = run(server, steps)
+    assert plain.isError and json.loads(plain.content[0].text)["error"]["code"] == "BAD_REQUEST"
+    assert aliased.isError and json.loads(aliased.content[0].text)["error"]["code"] == "BAD_REQUEST"
+    assert not small.isError
+    assert ran == [{"amount": 500, "plain": 1}]

@@ -18,7 +18,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="mcp 2.x only (requirements-m
 from mcp import Client, types
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer, Resolve
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from mcp_toolgate import Context, RuleSet
 from mcp_toolgate import middleware as middleware_module
@@ -583,3 +583,38 @@ def test_a_tool_replaced_after_protect_is_decided_by_its_own_definition() -> Non
     assert not before.is_error and not added.is_error
     assert replaced.is_error and json.loads(_text(replaced))["error"]["code"] == "CONFIRMATION_REQUIRED"
     assert ran == ["status", "later"]
+
+
+def test_an_mcpserver_takes_one_guard() -> None:
+    """Its tool functions check their arguments against one guard's decision:
+    a second guard's rules would never decide what they get."""
+    server = mcpserver([])
+    protect(server, legacy=True)
+    with pytest.raises(TypeError, match="already guarded"):
+        protect(server, legacy=True)
+
+
+def test_a_validation_alias_is_decided_under_the_key_the_schema_constrains() -> None:
+    """The wire and the schema say `amt`, the function's keyword is `amount`:
+    what the function gets is decided as `amt`, in both connection modes."""
+    ran: list[int] = []
+    server = MCPServer("pay")
+
+    def pay(amount: int = 1) -> str:
+        ran.append(amount)
+        return "ok"
+
+    # Real objects, not this module's postponed (string) annotations.
+    pay.__annotations__ = {
+        "amount": Annotated[int, Field(validation_alias="amt", le=1000), AfterValidator(lambda v: v * 100)],
+        "return": str,
+    }
+    server.tool(annotations={"readOnlyHint": True})(pay)
+    protect(server, policy_text="version: 1\ndefaults:\n  operation_type: read_only\n")
+
+    for mode in ("auto", "legacy"):
+        aliased = run(server, lambda c: c.call_tool("pay", {"amt": 500}), mode)
+        assert aliased.is_error and json.loads(_text(aliased))["error"]["code"] == "BAD_REQUEST", mode
+        small = run(server, lambda c: c.call_tool("pay", {"amt": 5}), mode)
+        assert not small.is_error, mode
+    assert ran == [500, 500]

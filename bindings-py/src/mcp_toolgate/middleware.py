@@ -69,7 +69,7 @@ import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import Server
 
-from ._calljson import call_json, engine_json
+from ._calljson import _schema_name, call_json, engine_json
 from ._rules import RuleSet
 from ._types import Context, ContextLike, Decision, Outcome
 from .router import catalog_from_tools
@@ -102,6 +102,8 @@ class _Allowed:
 
 _ALLOWED: contextvars.ContextVar[_Allowed | None] = contextvars.ContextVar("toolgate_allowed", default=None)
 _CHECKED = "__toolgate_checked__"
+#: Set on an MCPServer / FastMCP to the guard protect() installed on it.
+_GUARDED = "__toolgate_guard__"
 
 
 try:  # mcp 2.x: Tool.run and MCPServer pass an MCPError through untouched (and unlogged)
@@ -618,6 +620,13 @@ class Guard:
         context_kwarg = tool.context_kwarg
         # Not arguments: the context and (mcp 2.x) the values resolvers pass in.
         passed = {context_kwarg, *(getattr(tool, "resolved_params", None) or ())}
+        meta = getattr(tool, "fn_metadata", None)
+        # The handler's keyword for each argument (the SDK's dump: the
+        # field's alias or name) -> the key the tool's schema, and so the
+        # engine, constrains (a validation alias names it there).
+        fields = getattr(getattr(meta, "arg_model", None), "model_fields", None) or {}
+        to_schema = {info.alias or field: _schema_name(field, info) for field, info in fields.items()}
+        from_schema = {key: keyword for keyword, key in to_schema.items()}
 
         def check(kwargs: dict[str, Any]) -> dict[str, Any]:
             """The arguments the handler runs with (raises `_Denied`)."""
@@ -645,21 +654,26 @@ class Guard:
             # the engine's own where it added one; a key it took off is left
             # to the handler's default.
             forward = outcome.forward or {}
-            run = {k: v for k, v in kwargs.items() if k in passed or k in forward or k not in got}
+            run = {
+                k: v
+                for k, v in kwargs.items()
+                if k in passed or to_schema.get(k, k) in forward or to_schema.get(k, k) not in got
+            }
             for key, value in forward.items():
                 if key not in got:
-                    run[key] = value
+                    run[from_schema.get(key, key)] = value
             allowed.rechecked = arguments_of(run, allowed)
             return run
 
         def arguments_of(kwargs: dict[str, Any], allowed: _Allowed) -> dict[str, Any]:
-            return {k: v for k, v in kwargs.items() if k not in passed and not (v is None and k not in allowed.forward)}
+            """The handler's arguments under the keys the schema names."""
+            named = ((to_schema.get(k, k), v) for k, v in kwargs.items() if k not in passed)
+            return {k: v for k, v in named if not (v is None and k not in allowed.forward)}
 
         # mcp 2.x's Tool.run validates the arguments, runs the tool's
         # resolvers (Resolve(...): code of the server's, which may act, ask
         # the person or sample the model) on that output, then the function:
         # the output is decided as validation returns it, before any resolver.
-        meta = getattr(tool, "fn_metadata", None)
         validate = getattr(meta, "validate_arguments", None)
         if validate is not None and getattr(tool, "resolved_params", None) is not None:
 
@@ -710,15 +724,19 @@ def protect(
     a tool function decided again.
 
     A ``tools/list`` or ``tools/call`` handler registered after this (1.x:
-    ``@server.list_tools()``, ``@server.call_tool()``, or an assignment to
+    ``@server.list_tools()``, ``@server.call_tool()``, or an assignment into
     ``server.request_handlers``; 2.x: ``server.add_request_handler``) is put
-    behind the guard, never in its place; a new ``tools/list`` handler
+    behind the guard, never in its place (1.x: rebinding
+    ``server.request_handlers`` itself to a new mapping is not watched: do
+    not); a new ``tools/list`` handler
     rebuilds rules made from the server's own list. On an ``MCPServer`` /
     ``FastMCP`` such rules follow its tools (a tool added, removed or
     replaced since they were read loads them again before it is decided);
     on a low-level server, call :meth:`Guard.reload` after changing them.
     The low-level server of an ``MCPServer`` / ``FastMCP`` is refused
-    (``TypeError``).
+    (``TypeError``), and so is a second guard on one ``MCPServer`` /
+    ``FastMCP`` (its tool functions check what they get against one guard's
+    decision; a low-level ``Server`` may take several).
 
     The rules: exactly one of ``policy_path`` (the policy file),
     ``policy_text`` (its YAML text), ``legacy=True`` (no policy: the catalog's
@@ -784,10 +802,18 @@ def protect(
     if rules is not None and catalog.given:
         raise TypeError("protect(): rules= already holds a catalog; drop catalog_path= / catalog_text=")
     sdk, high = _sdk_of(server)
+    if high is not None and getattr(high, _GUARDED, None) is not None:
+        # Its tool functions check the arguments they get against one guard's
+        # decision: a second guard's rules would never see them (Node refuses
+        # a second guard the same way).
+        raise TypeError(
+            "protect(): this MCPServer / FastMCP is already guarded; put every rule in one policy "
+            "(a low-level Server may take more than one guard)"
+        )
     for which in ("list", "call"):
         if sdk.get(which) is None:
             raise ValueError(f"register the server's tools/{which} handler before protect()")
-    return Guard(
+    guard = Guard(
         sdk,
         fastmcp=high,
         rules=rules,
@@ -798,3 +824,6 @@ def protect(
         confirmation=confirmation,
         on_decision=on_decision,
     )
+    if high is not None:
+        setattr(high, _GUARDED, guard)
+    return guard
