@@ -76,6 +76,10 @@ pub fn watch(path: PathBuf, policy: Arc<Policy>, engine: Engine, metrics: Arc<Me
         // Polls in a row the file could not be read: a replace in progress
         // lasts one or two; one that lasts is said, once.
         let mut unreadable = 0u32;
+        // A changed text is taken once a second poll reads it unchanged: a
+        // file rewritten in place is read whole, not cut at a line that
+        // happens to leave valid YAML (write by rename to be sure).
+        let mut settling: Option<String> = None;
         loop {
             tokio::time::sleep(POLL).await;
             let text = match tokio::fs::read_to_string(&path).await {
@@ -97,8 +101,14 @@ pub fn watch(path: PathBuf, policy: Arc<Policy>, engine: Engine, metrics: Arc<Me
                 }
             };
             if text == seen {
+                settling = None;
                 continue;
             }
+            if settling.as_deref() != Some(text.as_str()) {
+                settling = Some(text);
+                continue;
+            }
+            settling = None;
             seen.clone_from(&text);
             let engine = engine.clone();
             let candidate = text.clone();
