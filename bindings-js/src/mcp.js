@@ -394,7 +394,7 @@ export function guardServer(guarded, options) {
     const { forward, denied } = decide(gate, name, params?.arguments, context, extra);
     if (denied) return denied;
     // Allowed: the handler gets exactly the arguments the engine forwards.
-    if (mcpServer && extra && typeof extra === 'object') {
+    if (extra && typeof extra === 'object') {
       allowed.set(extra, { gate, name, sent: params.arguments, forward, forwarded: sortedJson(forward), context });
     }
     return inner({ ...request, params: { ...params, arguments: forward } }, extra);
@@ -417,20 +417,13 @@ export function guardServer(guarded, options) {
    */
   const checkHandlerArgs = async (tool, args, extra, run) => {
     const sent = extra && typeof extra === 'object' ? allowed.get(extra) : undefined;
-    const name = sent && mcpServer._registeredTools?.[sent.name] === tool
-      ? sent.name
-      : Object.entries(mcpServer._registeredTools ?? {}).find(([, t]) => t === tool)?.[0];
-    if (typeof name !== 'string') return run(args); // not a registered tool: the SDK answers
-    if (sent && sent.name === name && sortedJson(args ?? {}) === sent.forwarded) return run(args);
-    let decided = args;
-    if (sent && sent.name === name && isPlainObject(args) && isPlainObject(sent.sent)) {
-      const carried = /** @type {Record<string, unknown>} */ (sent.sent);
-      const takenOff = Object.keys(carried).filter((k) => !Object.hasOwn(sent.forward, k) && !Object.hasOwn(/** @type {object} */ (args), k));
-      if (takenOff.length > 0) {
-        decided = { ...(/** @type {object} */ (args)) };
-        for (const k of takenOff) /** @type {Record<string, unknown>} */ (decided)[k] = carried[k];
-      }
-    }
+    // The name the engine decided for this request, whatever became of the
+    // registry since (a tool removed while its arguments were validated);
+    // without a decision, the tool's own name, and no name refuses.
+    const name = sent ? sent.name : Object.entries(mcpServer._registeredTools ?? {}).find(([, t]) => t === tool)?.[0];
+    if (typeof name !== 'string') return notRegistered();
+    if (sent && sortedJson(args ?? {}) === sent.forwarded) return run(args);
+    const decided = sent ? withTakenOff(sent, args) : args;
     const context = sent ? sent.context : await contextOf(extra, { method: CALL, params: { name, arguments: args } });
     let gate = sent?.gate;
     if (!gate) {
@@ -443,6 +436,43 @@ export function guardServer(guarded, options) {
     const { forward, denied } = decide(gate, name, decided, context, extra);
     if (denied) return denied;
     return run(isPlainObject(args) ? forward : args);
+  };
+
+  /**
+   * `args` with the keys the engine took off the call put back as the call
+   * carried them, to be decided again: the engine decides what they mean,
+   * as on the first decision.
+   * @param {{ sent: unknown, forward: Record<string, unknown> }} sent
+   * @param {unknown} args
+   */
+  const withTakenOff = (sent, args) => {
+    if (!isPlainObject(args) || !isPlainObject(sent.sent)) return args;
+    const carried = /** @type {Record<string, unknown>} */ (sent.sent);
+    const takenOff = Object.keys(carried).filter((k) => !Object.hasOwn(sent.forward, k) && !Object.hasOwn(/** @type {object} */ (args), k));
+    if (takenOff.length === 0) return args;
+    const decided = { ...(/** @type {object} */ (args)) };
+    for (const k of takenOff) /** @type {Record<string, unknown>} */ (decided)[k] = carried[k];
+    return decided;
+  };
+
+  const notRegistered = () => ({ content: [{ type: 'text', text: 'toolgate: this tool is not registered on the server; it was not run' }], isError: true });
+
+  /**
+   * A low-level handler registered (after guardServer) with a request schema
+   * of its own gets that schema's output, not the request the engine
+   * decided: defaults, coercions and transforms run in between. Its
+   * arguments are compared with those the engine forwarded and, when they
+   * differ, decided again, as McpServer's are.
+   * @param {(request: any, extra: any) => any} handler
+   */
+  const checkParsed = (handler) => async (/** @type {any} */ parsed, /** @type {any} */ extra) => {
+    const sent = extra && typeof extra === 'object' ? allowed.get(extra) : undefined;
+    if (!sent || parsed?.method !== CALL) return handler(parsed, extra);
+    const args = parsed?.params?.arguments;
+    if (sortedJson(args ?? {}) === sent.forwarded) return handler(parsed, extra);
+    const { forward, denied } = decide(sent.gate, sent.name, withTakenOff(sent, args), sent.context, extra);
+    if (denied) return denied;
+    return handler({ ...parsed, params: { ...parsed.params, arguments: isPlainObject(args) ? forward : args } }, extra);
   };
 
   // McpServer: every path to a tool handler passes executeToolHandler (the
@@ -476,7 +506,7 @@ export function guardServer(guarded, options) {
   if (handlers.has(CALL)) handlers.set(CALL, wrapCall(handlers.get(CALL)));
   const setRequestHandler = server.setRequestHandler.bind(server);
   server.setRequestHandler = (/** @type {any} */ schema, /** @type {any} */ handler) => {
-    setRequestHandler(schema, handler);
+    setRequestHandler(schema, typeof handler === 'function' ? checkParsed(handler) : handler);
     for (const [method, wrap] of /** @type {const} */ ([[LIST, wrapList], [CALL, wrapCall]])) {
       const h = handlers.get(method);
       if (h && !h[kGuarded]) { const w = /** @type {any} */ (wrap(h)); w[kGuarded] = true; handlers.set(method, w); }

@@ -201,3 +201,74 @@ test('optional-task tool called without a task: createTask gets the arguments ch
     await client2.close();
   }
 });
+
+test('a low-level handler registered after guardServer with a request schema of its own: its output is decided', async () => {
+  const { Server } = await import('@modelcontextprotocol/sdk/server/index.js');
+  const { CallToolRequestSchema, ListToolsRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  const catalog = { tools: [{ name: 'export_rows', annotations: { readOnlyHint: true },
+    inputSchema: { type: 'object', properties: { table: { type: 'string' }, limit: { type: 'integer', maximum: 100 } }, required: ['table'] } }] };
+  const gate = await Toolgate.load({ catalog: JSON.stringify(catalog) });
+  const server = new Server({ name: 's', version: '1' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => catalog);
+  guardServer(server, { gate });
+  // The schema adds a default the catalog's maximum forbids.
+  const MyCall = CallToolRequestSchema.extend({
+    params: CallToolRequestSchema.shape.params.extend({
+      arguments: z.object({ table: z.string(), limit: z.number().int().default(1000) }).passthrough(),
+    }),
+  });
+  /** @type {unknown[]} */
+  const ran = [];
+  server.setRequestHandler(MyCall, async (/** @type {any} */ req) => {
+    ran.push(req.params.arguments);
+    return { content: [{ type: 'text', text: 'ok' }] };
+  });
+  const client = await connect(server);
+  try {
+    const omitted = await client.callTool({ name: 'export_rows', arguments: { table: 'users' } });
+    assert.equal(omitted.isError, true, JSON.stringify(omitted));
+    assert.equal(/** @type {any} */ (omitted).content[0].text, gate.evaluate({ name: 'export_rows', arguments: { table: 'users', limit: 1000 } }).json);
+    const within = await client.callTool({ name: 'export_rows', arguments: { table: 'users', limit: 50 } });
+    assert.ok(!within.isError, JSON.stringify(within));
+    assert.deepEqual(ran, [{ table: 'users', limit: 50 }]);
+  } finally {
+    await client.close();
+  }
+});
+
+test('McpServer: a tool removed while its arguments are validated does not run on them undecided', async () => {
+  const mcp = new McpServer({ name: 'x', version: '1' });
+  /** @type {unknown[]} */
+  const ran = [];
+  /** @type {() => void} */
+  let entered = () => {};
+  const inValidation = new Promise((resolve) => { entered = () => resolve(undefined); });
+  /** @type {() => void} */
+  let release = () => {};
+  const held = new Promise((resolve) => { release = () => resolve(undefined); });
+  const tool = mcp.registerTool('export_rows', {
+    annotations: { readOnlyHint: true },
+    inputSchema: {
+      // An async refinement: the tool is removed while it waits.
+      table: z.string().refine(async () => { entered(); await held; return true; }),
+      // zod applies the default unchecked: over the schema's own maximum.
+      limit: z.number().int().max(100).default(1000),
+    },
+  }, async (/** @type {any} */ args) => {
+    ran.push(args);
+    return { content: [{ type: 'text', text: 'ok' }] };
+  });
+  guardServer(mcp, { policy: null });
+  const client = await connect(mcp);
+  try {
+    const call = client.callTool({ name: 'export_rows', arguments: { table: 'users' } });
+    await inValidation;
+    tool.remove();
+    release();
+    const r = await call;
+    assert.equal(r.isError, true, JSON.stringify(r));
+    assert.deepEqual(ran, []);
+  } finally {
+    await client.close();
+  }
+});
