@@ -468,6 +468,7 @@ export function guardServer(guarded, options) {
   const checkParsed = (handler) => async (/** @type {any} */ parsed, /** @type {any} */ extra) => {
     const sent = extra && typeof extra === 'object' ? allowed.get(extra) : undefined;
     if (!sent || parsed?.method !== CALL) return handler(parsed, extra);
+    if (parsed?.params?.name !== sent.name) return notRegistered(); // a schema that renamed the tool
     const args = parsed?.params?.arguments;
     if (sortedJson(args ?? {}) === sent.forwarded) return handler(parsed, extra);
     const { forward, denied } = decide(sent.gate, sent.name, withTakenOff(sent, args), sent.context, extra);

@@ -29,7 +29,7 @@ after(async () => {
 
 function gateTokenFile() {
   const file = join(mkdtempSync(join(tmpdir(), 'toolgate-gate-')), 'token');
-  writeFileSync(file, GATE_TOKEN);
+  writeFileSync(file, `${GATE_TOKEN}\n`); // as an editor saves it
   return file;
 }
 
@@ -99,6 +99,17 @@ test('the example worker decides as the Node binding does, for hosts that hold i
   assert.equal(codes[0], null);
   assert.equal(codes[2], 'CONFIRMATION_REQUIRED');
   assert.equal(codes[4], 'NOT_FOUND');
+  // The host asked the person about that very call: it says so, the model's fields never do.
+  const [held, scopes] = /** @type {[any, any]} */ (calls[2]);
+  for (const confirmation of ['person', 'argument']) {
+    const answer = await post(`${exampleWorker.url}/decide`, { call: held, context: scopes, confirmation });
+    const o = gate.decide(held, scopes, confirmation === 'person' ? 'person' : 'none');
+    assert.deepEqual(answer.decision, JSON.parse(o.decision.json), confirmation);
+    assert.equal(answer.decision.ok, confirmation === 'person', confirmation);
+  }
+  // The scheme's case is not the token's.
+  const lower = await fetch(`${exampleWorker.url}/list`, { method: 'POST', body: '{"context":{}}', headers: { authorization: `bearer ${GATE_TOKEN}` } });
+  assert.equal(lower.status, 200);
   const list = await post(`${exampleWorker.url}/list`, { context: { surface: 'direct' } });
   assert.deepEqual(list, JSON.parse(gate.listExposable({ surface: 'direct' }).json));
   const bad = await fetch(`${exampleWorker.url}/list`, { method: 'POST', body: JSON.stringify({ context: { surface: 'x' } }), headers: { authorization: `Bearer ${GATE_TOKEN}` } });

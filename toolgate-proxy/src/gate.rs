@@ -67,19 +67,26 @@ pub struct RelayList {
 
 impl RelayList {
     /// A list of exact method names. Names in MCP's own namespaces are
-    /// refused, in any case and any spelling of the separator (`Tools/call`,
-    /// `/tools/call`, `tools.call`, `tools_call`): they must be decided (or
-    /// typed), never relayed raw, and an upstream that matches methods
-    /// loosely would run them as a call no one decided. So are names with
-    /// anything but letters, digits and `/ _ . -`.
+    /// refused, in any case (`Tools/call`), and so is any spelling of an MCP
+    /// method or namespace with other separators (`/tools/call`,
+    /// `tools.call`, `tools_call`, `-ping`): they must be decided (or typed),
+    /// never relayed raw, and an upstream that matches methods loosely would
+    /// run them as a call no one decided. So are names with anything but
+    /// letters, digits and `/ _ . -`.
     pub fn new<I: IntoIterator<Item = String>>(methods: I) -> Result<RelayList, String> {
         let mut set = BTreeSet::new();
         for method in methods {
-            let folded = loosely(&method);
+            let folded = method.to_ascii_lowercase();
+            let loose = loosely(&method);
             let others = ["notifications/", "sampling/", "elicitation/", "roots/"];
             let in_mcp_namespace = TYPED_REQUEST_METHODS.iter().chain(&others).any(|typed| {
                 let namespace = typed.split_once('/').map_or(*typed, |(ns, _)| ns);
-                folded == *typed || folded == namespace || folded.starts_with(&format!("{namespace}/"))
+                let typed = typed.to_ascii_lowercase();
+                folded == typed
+                    || folded == namespace
+                    || folded.starts_with(&format!("{namespace}/"))
+                    || loose == typed
+                    || loose == namespace
             });
             let plain = method
                 .bytes()
@@ -536,7 +543,18 @@ mod tests {
         ] {
             assert!(RelayList::new([reserved.to_owned()]).is_err(), "{reserved:?}");
         }
-        for custom in ["x/custom", "acme.tools", "toolsync/run", "x-ping", "vendor_tools/call"] {
+        for custom in [
+            "x/custom",
+            "acme.tools",
+            "toolsync/run",
+            "x-ping",
+            "vendor_tools/call",
+            "tools_sync",
+            "ping-ext",
+            "logging.custom",
+            "server-status",
+            "completion_x",
+        ] {
             assert!(RelayList::new([custom.to_owned()]).is_ok(), "{custom:?}");
         }
     }

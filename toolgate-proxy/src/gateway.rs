@@ -1164,8 +1164,10 @@ impl SessionState {
         // said so and the person cannot be asked in the protocol; the engine
         // removes it otherwise (docs/spec.md §8). A handshake that declared
         // form elicitation counts for every request on its connection, a
-        // 2026-07-28 request's `_meta` among them: such a client is asked,
-        // and its person's decline stands.
+        // 2026-07-28 request's `_meta` among them: the model's word never
+        // stands in for such a client's person (asked in the protocol, or
+        // on the approval page when the request's own `_meta` declares no
+        // elicitation), and a decline stands.
         let declared_asking = can_ask || modes.contains(&rmcp::service::ElicitationMode::Form);
         let unasked = if self.config.trust_model_confirmation && !declared_asking {
             Confirmation::Argument

@@ -5,7 +5,7 @@
 // imported precompiled (a worker may not compile wasm at run time) and the
 // rules are loaded once per isolate.
 //
-//   POST /decide  {"call": {"name", "arguments"}, "context": {...}}
+//   POST /decide  {"call": {"name", "arguments"}, "context": {...}, "confirmation"?: "none" | "person"}
 //                 -> {"decision": ..., "forward": args | null, "blocked_result": ... | null}
 //   POST /list    {"context": {...}}  -> the tools/list JSON
 //   GET  /health                     -> revision
@@ -15,10 +15,11 @@
 // Who may ask matters: the context is the asking host's word, so a caller
 // that could reach this worker directly could claim any scopes. Without a
 // GATE_TOKEN binding every request but /health is refused. The model's own
-// `confirmed: true` never counts here (`decide(..., 'none')`); a write the
-// person must confirm comes back CONFIRMATION_REQUIRED, and the host asks
-// the person and decides again with `'person'` itself (or seals the question:
-// README, "Sealed confirmations").
+// `confirmed: true` never counts here: a write the person must confirm comes
+// back CONFIRMATION_REQUIRED, the host asks the person about that very call,
+// and on their yes sends it again with `"confirmation": "person"` (the host's
+// word, as its context is; or it seals the question: README, "Sealed
+// confirmations").
 import { Toolgate, ToolgateError } from 'toolgate/core';
 import coreModule from 'toolgate/core.wasm';
 
@@ -41,10 +42,11 @@ async function digest(/** @type {string} */ text) {
 
 /** Whether the request carries `Authorization: Bearer <GATE_TOKEN>`; never without a GATE_TOKEN. */
 async function fromAHost(/** @type {Request} */ request, /** @type {Env} */ env) {
-  if (!env.GATE_TOKEN) return false;
-  const [scheme, token = ''] = (request.headers.get('authorization') ?? '').split(' ', 2);
-  if (scheme !== 'Bearer') return false;
-  const [a, b] = await Promise.all([digest(token), digest(env.GATE_TOKEN)]);
+  const expected = env.GATE_TOKEN?.trim(); // a token file's final newline is not part of it
+  if (!expected) return false;
+  const [scheme = '', token = ''] = (request.headers.get('authorization') ?? '').trim().split(/\s+/, 2);
+  if (scheme.toLowerCase() !== 'bearer') return false;
+  const [a, b] = await Promise.all([digest(token), digest(expected)]);
   return a.reduce((differ, byte, i) => differ | (byte ^ /** @type {number} */ (b[i])), 0) === 0;
 }
 
@@ -52,14 +54,22 @@ export default {
   /** @param {Request} request @param {Env} env */
   async fetch(request, env) {
     const url = new URL(request.url);
+    if (request.method === 'GET' && url.pathname === '/health') {
+      try {
+        return json(JSON.stringify({ revision: rules(env).revision }));
+      } catch {
+        return json('{"error":"the rules did not load"}', 503); // the why is for the hosts only
+      }
+    }
+    if (request.method !== 'POST') return json('{"error":"method not allowed"}', 405);
+    if (!(await fromAHost(request, env))) return json('{"error":"unauthorized"}', 401);
     try {
       const g = rules(env);
-      if (request.method === 'GET' && url.pathname === '/health') return json(JSON.stringify({ revision: g.revision }));
-      if (request.method !== 'POST') return json('{"error":"method not allowed"}', 405);
-      if (!(await fromAHost(request, env))) return json('{"error":"unauthorized"}', 401);
       const body = /** @type {any} */ (await request.json());
       if (url.pathname === '/decide') {
-        const o = g.decide(body.call, body.context, 'none');
+        // Never 'argument': the call's own fields are the model's word.
+        const confirmation = body.confirmation === 'person' ? 'person' : 'none';
+        const o = g.decide(body.call, body.context, confirmation);
         return json(`{"decision":${o.decision.json},"forward":${o.forwardJson ?? 'null'},"blocked_result":${o.blockedResultJson ?? 'null'}}`);
       }
       if (url.pathname === '/list') return json(g.listExposable(body.context).json);

@@ -82,68 +82,81 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
     let rules = engine
         .load(Some(&text), &catalog)
         .map_err(|e| anyhow!("{}: {e}", policy_path.display()))?;
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    let mut repinned = Vec::new();
-    let mut unchanged = 0usize;
-    for finding in rules.findings()? {
-        let problem = &finding.problem;
-        if problem.code != "PIN_MISMATCH" {
-            continue;
+    // What the server now says each tool does, its word taken (no policy).
+    let claimed = engine
+        .load(None, &catalog)
+        .map_err(|e| anyhow!("the server's catalog: {e}"))?;
+    let stale: Vec<_> = rules
+        .findings()?
+        .into_iter()
+        .filter(|f| f.problem.code == "PIN_MISMATCH")
+        .map(|f| f.problem)
+        .collect();
+    let tool_of = |path: &str| path.strip_prefix("tool_policies.").unwrap_or(path).to_owned();
+    // First every stale pin rewritten, to see what the entries then make of
+    // the new definitions; then only the ones that may be taken.
+    let (all_lines, _) = repinned_lines(&text, &stale, |_| true);
+    let all = all_lines.join("\n");
+    let trial = engine
+        .load(Some(&all), &catalog)
+        .map_err(|e| anyhow!("the re-pinned policy does not load: {e}"))?;
+    // A tool the entry makes read-only that the server now says writes is
+    // the change a pin exists to stop: it stays held back until the entry is
+    // reviewed. (A stricter entry, transactional where the server says it
+    // reads, is no reason to hold anything.)
+    let mut loosened = std::collections::BTreeSet::new();
+    for problem in &stale {
+        let tool = tool_of(&problem.path);
+        let operation = |set: &RuleSet| -> Result<String> {
+            Ok(metadata(set, &tool)?
+                .get("operation_type")
+                .and_then(|v| v.as_str())
+                .unwrap_or("unknown")
+                .to_owned())
+        };
+        if operation(&trial)? == "read_only" && operation(&claimed)? != "read_only" {
+            eprintln!(
+                "toolgate: {}:{}: `{tool}` is read_only in the policy, but the server now says it writes; its pin was \
+                 not updated (review the entry, then pin again)",
+                policy_path.display(),
+                problem.line
+            );
+            loosened.insert(tool);
         }
-        let tool = problem.path.strip_prefix("tool_policies.").unwrap_or(&problem.path);
-        match definition_hash(&problem.message) {
-            Some(new) if replace_pin(&mut lines, problem.line, new) => repinned.push((tool.to_owned(), new.to_owned())),
-            _ => {
-                unchanged += 1;
-                eprintln!(
-                    "toolgate: {}:{}: the pin of `{tool}` could not be rewritten here (write it by hand): {}",
-                    policy_path.display(),
-                    problem.line,
-                    problem.message
-                );
-            }
+    }
+    let (lines, repinned) = repinned_lines(&text, &stale, |tool| !loosened.contains(tool));
+    let left = stale.len() - repinned.len();
+    for problem in &stale {
+        let tool = tool_of(&problem.path);
+        if !loosened.contains(&tool) && !repinned.iter().any(|(t, _)| *t == tool) {
+            eprintln!(
+                "toolgate: {}:{}: the pin of `{tool}` could not be rewritten here (write it by hand): {}",
+                policy_path.display(),
+                problem.line,
+                problem.message
+            );
         }
     }
     if !repinned.is_empty() {
-        let mut updated = lines.join("\n");
+        let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        let mut updated = lines.join(newline);
         if text.ends_with('\n') {
-            updated.push('\n');
+            updated.push_str(newline);
         }
-        let after = engine
+        // Every pin rewritten must now hold, and no other: a line-based edit
+        // that reached another entry is refused, and nothing is written.
+        let still_stale: Vec<String> = engine
             .load(Some(&updated), &catalog)
             .map_err(|e| anyhow!("the re-pinned policy does not load: {e}"))?
-            .findings()?;
-        // A new definition the entry now contradicts (a tool it calls
-        // read_only that the server now says writes) is the change a pin
-        // exists to stop: it stays held back until the entry is reviewed.
-        let about = |tool: &str| format!("tool_policies.{tool}");
-        let contradicted: Vec<_> = after
-            .iter()
-            .filter(|f| f.problem.code != "PIN_MISMATCH")
-            .filter(|f| repinned.iter().any(|(tool, _)| f.problem.path == about(tool)))
+            .findings()?
+            .into_iter()
+            .filter(|f| f.problem.code == "PIN_MISMATCH")
+            .map(|f| tool_of(&f.problem.path))
             .collect();
-        // Every pin rewritten must now hold, and only those: a line-based
-        // edit that reached another entry is refused.
-        let still_stale = after.iter().filter(|f| f.problem.code == "PIN_MISMATCH").count();
-        if !contradicted.is_empty() || still_stale != unchanged {
-            for f in &contradicted {
-                eprintln!(
-                    "toolgate: {}:{}:{}: {} ({})",
-                    policy_path.display(),
-                    f.problem.line,
-                    f.problem.column,
-                    f.problem.message,
-                    f.problem.code
-                );
-            }
+        if still_stale.len() != left || repinned.iter().any(|(tool, _)| still_stale.contains(tool)) {
             bail!(
-                "{} was not changed: {}",
-                policy_path.display(),
-                if contradicted.is_empty() {
-                    "rewriting its pins did not make them hold (write them by hand)"
-                } else {
-                    "the new definitions contradict their entries; review those entries, then pin again"
-                }
+                "{} was not changed: rewriting its pins did not make them hold (write them by hand)",
+                policy_path.display()
             );
         }
         write_replacing(policy_path, &updated)?;
@@ -155,27 +168,58 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
         }
     }
     eprintln!(
-        "toolgate: {} pin(s) of {} updated against {name}",
+        "toolgate: {} pin(s) of {} updated against {name}{}",
         repinned.len(),
-        policy_path.display()
+        policy_path.display(),
+        if left > 0 {
+            format!("; {left} left stale (held back)")
+        } else {
+            String::new()
+        }
     );
-    Ok(if unchanged > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if left > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// Writes `text` beside `path`, then renames it over `path`: a reader (a
-/// gateway's `--watch`) sees the old file or the new one, never a part.
+/// `text`'s lines with the pin of each stale entry `take` accepts rewritten
+/// to its current definition, and the (tool, hash) pairs rewritten.
+fn repinned_lines(
+    text: &str,
+    stale: &[toolgate::Problem],
+    take: impl Fn(&str) -> bool,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut repinned = Vec::new();
+    for problem in stale {
+        let tool = problem.path.strip_prefix("tool_policies.").unwrap_or(&problem.path);
+        if !take(tool) {
+            continue;
+        }
+        if let Some(new) = definition_hash(&problem.message)
+            && replace_pin(&mut lines, problem.line, new)
+        {
+            repinned.push((tool.to_owned(), new.to_owned()));
+        }
+    }
+    (lines, repinned)
+}
+
+/// Writes `text` beside `path` (the file a link names), then renames it over
+/// `path`: a reader (a gateway's `--watch`) sees the old file or the new
+/// one, never a part. The file's permissions are kept.
 pub fn write_replacing(path: &Path, text: &str) -> Result<()> {
-    let name = path
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let temporary = target.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let permissions = std::fs::metadata(&target).map(|m| m.permissions()).ok();
     std::fs::write(&temporary, text)
-        .and_then(|()| std::fs::rename(&temporary, path))
+        .and_then(|()| match permissions {
+            Some(p) => std::fs::set_permissions(&temporary, p),
+            None => Ok(()),
+        })
+        .and_then(|()| std::fs::rename(&temporary, &target))
         .inspect_err(|_| {
             let _ = std::fs::remove_file(&temporary);
         })

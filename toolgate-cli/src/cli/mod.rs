@@ -331,8 +331,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// An error and its causes on one line, each cause said once (an error
-/// that prints its source and also returns it would otherwise say it twice).
 /// `text` ending in its SDK error code, `(CODE)`, as every error line does
 /// (a component that does not load said only why).
 fn with_code(text: String, error: &anyhow::Error) -> String {
@@ -342,6 +340,8 @@ fn with_code(text: String, error: &anyhow::Error) -> String {
     }
 }
 
+/// An error and its causes on one line, each cause said once (an error
+/// that prints its source and also returns it would otherwise say it twice).
 fn one_line(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {

@@ -155,7 +155,7 @@ async def pin_refuses_a_contradicting_definition():
     )
     check(
         "pin: a definition the entry now contradicts is not pinned; the file is unchanged",
-        repinned.returncode != 0 and "POLICY_CONTRADICTS_HINT" in repinned.stderr and policy.read_text() == reviewed,
+        repinned.returncode == 1 and "server now says it writes" in repinned.stderr and policy.read_text() == reviewed,
         (repinned.returncode, repinned.stderr[-600:]),
     )
 
