@@ -8,7 +8,10 @@ mkdir -p "$DIR"
 
 # 1. Start the server once, list its tools, write a starter policy: reads run, writes
 #    (write_file, edit_file, move_file, create_directory) wait for a person's confirmation.
-toolgate init --out tool_policies.yaml -- "${SERVER[@]}"
+#    --read-only-from-hints takes the server's read-only annotations at their word (this is
+#    the official filesystem server, pinned); without it those tools wait for a person too,
+#    each with a comment saying how to make it read_only once you checked it.
+toolgate init --read-only-from-hints --out tool_policies.yaml -- "${SERVER[@]}"
 
 # 2. Review tool_policies.yaml, then check it against the live server (keys, tool names, pins).
 toolgate check --policy tool_policies.yaml -- "${SERVER[@]}"

@@ -36,14 +36,29 @@ struct Classified {
 /// anything under it (`trust_catalog_hints` defaults to false).
 const BARE_POLICY: &str = "version: 1\n";
 
-pub fn init(out: &Path, force: bool, upstream: Option<&str>, server: &[String], timeout: Duration) -> Result<ExitCode> {
+pub fn init(
+    out: &Path,
+    force: bool,
+    read_only_from_hints: bool,
+    upstream: Option<&str>,
+    server: &[String],
+    timeout: Duration,
+) -> Result<ExitCode> {
     if out.exists() && !force {
         bail!("{} exists; give --force to replace it", out.display());
     }
     let (name, catalog) =
         toolgate_proxy::catalog::read_live(upstream, server, timeout)?.ok_or_else(|| anyhow!("no server named"))?;
     let engine = Engine::cached()?;
-    let tools = classify(&engine, &catalog)?;
+    let mut tools = classify(&engine, &catalog)?;
+    if read_only_from_hints {
+        // The operator took the server's word: its claimed reads are reads.
+        for tool in tools.iter_mut().filter(|t| t.claimed_read_only) {
+            tool.operation_type = "read_only".into();
+            tool.source = "taken".into();
+            tool.claimed_read_only = false;
+        }
+    }
     let text = starter_policy(&name, &tools);
     // The policy must load over the very catalog it was written from, with
     // no error, before it is written: a starter that does not check is
@@ -345,6 +360,7 @@ fn why(source: &str) -> &'static str {
         "defaults" => "the policy's defaults",
         "tool_policies" => "an explicit policy entry",
         "tools_yaml" => "the legacy tools.yaml",
+        "taken" => "the server's annotations say it only reads, taken at its word (--read-only-from-hints)",
         _ => "unknown",
     }
 }

@@ -196,6 +196,11 @@ struct InitArgs {
     /// Replace the file if it exists.
     #[arg(long)]
     force: bool,
+    /// Write the tools the server annotates as read-only as `read_only`
+    /// entries: you checked this server and take its word (default: they
+    /// wait for a person, with a comment saying how to take the claim).
+    #[arg(long)]
+    read_only_from_hints: bool,
     #[command(flatten)]
     from: ServerArgs,
 }
@@ -281,6 +286,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Init(args) => init::init(
             &args.out,
             args.force,
+            args.read_only_from_hints,
             args.from.upstream.as_deref(),
             &args.from.server,
             args.from.timeout(),

@@ -121,6 +121,19 @@ async def one_server(label, server, arguments_of, ran):
     marker = "    # Checked that it only reads? Replace the next line with `operation_type: read_only`.\n"
     check(f"{label}: each claimed read says how to take the claim", text.count(marker) == len(names - writes))
     reviewed = re.sub(re.escape(marker) + r"    require_confirmation: true\n", "    operation_type: read_only\n", text)
+    # --read-only-from-hints writes that edit itself: the same rules (the same revision).
+    taken = TMP / f"{label}-taken.yaml"
+    done = toolgate("init", "--read-only-from-hints", "--out", str(taken), "--", *server)
+    revision = re.compile(r"policy revision (sha256:[0-9a-f]{64})")
+    policy.write_text(reviewed)
+    checked = toolgate("check", "--policy", str(policy), "--", *server)
+    check(
+        f"{label}: init --read-only-from-hints writes the reviewed rules",
+        done.returncode == 0
+        and marker not in taken.read_text()
+        and revision.findall(done.stderr) == revision.findall(checked.stdout + checked.stderr),
+        (done.stderr[-300:], checked.stdout[-300:]),
+    )
     policy.write_text(reviewed)
     results = await calls_through(policy, server, arguments_of)
     asked = {name for name, r in results.items() if blocked_code(r) == "CONFIRMATION_REQUIRED"}
