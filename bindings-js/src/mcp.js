@@ -113,7 +113,10 @@ const ownedServerRefusal = () => ({ content: [{ type: 'text', text: `toolgate: $
  *   `confirmed: true` counts, the seed runtime's path, for a server author who
  *   keeps turn state and trusts the model to set it only after the person said
  *   yes (SPEC §8: the model's word counts only where the host is configured to
- *   trust it; a default is not a configuration).
+ *   trust it; a default is not a configuration). A client that declared form
+ *   elicitation (in its handshake or a 2026-07-28 request's `_meta`) can be
+ *   asked, so its model's word is never taken: its calls are decided as with
+ *   `'none'`.
  * @property {(decision: import('./core.js').Decision, info: { name: string, extra: any }) => void} [onDecision]
  *   Called with every decision (audit). It cannot change the call: what is
  *   enforced (allow or deny, the arguments forwarded, the result answered) is
@@ -204,6 +207,21 @@ function enforced(name, outcome, unknownTool = unknownToolResult) {
 }
 
 const isPlainObject = (/** @type {unknown} */ v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** Where an MCP 2026-07-28 request declares its client's capabilities. */
+const CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
+
+/**
+ * Whether a client's capabilities declare form elicitation (`elicitation:
+ * {}` means form, as in MCP 2025-06-18; a URL-only client cannot be asked a
+ * form). Something unreadable there counts as declared.
+ * @param {unknown} capabilities
+ */
+const declaresFormElicitation = (capabilities) => {
+  const elicitation = isPlainObject(capabilities) ? /** @type {any} */ (capabilities).elicitation : undefined;
+  if (elicitation === undefined || elicitation === null) return false;
+  return !isPlainObject(elicitation) || Object.keys(elicitation).length === 0 || Object.hasOwn(elicitation, 'form');
+};
 
 /**
  * The default per-request context: the confirming surface, and the scopes of
@@ -323,6 +341,23 @@ export function guardServer(guarded, options) {
   });
 
   /**
+   * The confirmation source for one request: `'argument'` only when set up
+   * so and the client did not declare form elicitation, in its handshake or
+   * in the request's own `_meta` (MCP 2026-07-28). SPEC §8: a client that can
+   * be asked gets its person asked, never its model's word taken; this
+   * middleware does not ask, so such a call waits for a person confirming
+   * through the host (`CONFIRMATION_REQUIRED`).
+   * @param {any} extra
+   * @returns {'argument' | 'none'}
+   */
+  const confirmationFor = (extra) => {
+    if (confirmation === 'none') return 'none';
+    const meta = isPlainObject(extra?._meta) ? extra._meta : undefined;
+    const declared = [server.getClientCapabilities?.(), meta?.[CLIENT_CAPABILITIES]];
+    return declared.some(declaresFormElicitation) ? 'none' : 'argument';
+  };
+
+  /**
    * Decides one call through the engine's pipeline; reports the decision.
    * What is enforced (allow or deny, the arguments to forward, the result to
    * answer with) is read before `onDecision` runs, so the hook sees the
@@ -336,7 +371,7 @@ export function guardServer(guarded, options) {
   const decide = (gate, name, args, context, extra) => {
     // The exact values the handler gets: nothing JSON cannot say is rewritten
     // (calljson.js); Infinity, NaN and the like are refused by the engine.
-    const outcome = gate.decide(callJson(name, args), context, confirmation);
+    const outcome = gate.decide(callJson(name, args), context, confirmationFor(extra));
     const result = enforced(name, outcome, unknownTool);
     options.onDecision?.(outcome.decision, { name, extra });
     return result;

@@ -165,6 +165,40 @@ test('McpServer: hidden tool = the SDK\'s unknown-tool answer; confirmed strippe
   }
 });
 
+test("confirmation 'argument' never takes the model's word from a client that declared form elicitation", async () => {
+  // SPEC §8: such a client can be asked; the middleware does not ask, so the
+  // write waits for a person. `elicitation: {}` means form; URL-only cannot
+  // be asked a form. A 2026-07-28 request declares it in its own _meta.
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const args = { customer_id: '1', new_plan_id: 'GOLD', confirmed: true };
+  const cases = [
+    { declared: { elicitation: {} }, runs: false },
+    { declared: { elicitation: { form: {} } }, runs: false },
+    { declared: { elicitation: { url: {} } }, runs: true },
+    { declared: undefined, meta: { 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } }, runs: false },
+    { declared: undefined, runs: true },
+  ];
+  for (const { declared, meta, runs } of cases) {
+    /** @type {any[]} */
+    const ran = [];
+    const guarded = guardServer(plansServer(ran), { gate, context: () => ({ surface: 'confirming' }), confirmation: 'argument' });
+    const client = await connect(guarded, undefined, declared);
+    try {
+      const result = await client.callTool({ name: 'alterar_plano', arguments: args, ...(meta ? { _meta: meta } : {}) });
+      const label = JSON.stringify({ declared, meta });
+      if (runs) {
+        assert.ok(!result.isError, label);
+        assert.deepEqual(ran, [{ name: 'alterar_plano', args: { customer_id: '1', new_plan_id: 'GOLD' } }], label);
+      } else {
+        assert.equal(/** @type {any} */ (result.structuredContent)?.error?.code, 'CONFIRMATION_REQUIRED', label);
+        assert.deepEqual(ran, [], label);
+      }
+    } finally {
+      await client.close();
+    }
+  }
+});
+
 test('low-level Server: tools/call and tools/list that reach fallbackRequestHandler are decided and filtered, set before guarding or after', async () => {
   const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
   const served = JSON.parse(plansCatalog).tools.map((/** @type {any} */ t) => ({ name: t.name, inputSchema: t.inputSchema ?? { type: 'object' } }));

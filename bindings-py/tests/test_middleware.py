@@ -17,7 +17,7 @@ from mcp.client.session import ClientSession
 from mcp.server.fastmcp import FastMCP
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.shared.memory import create_client_server_memory_streams, create_connected_server_and_client_session
 from mcp.shared.message import SessionMessage
 from pydantic import AfterValidator, Field
 
@@ -214,6 +214,61 @@ def test_allowed_call_reaches_the_handler_without_engine_fields() -> None:
     assert not result.isError, result
     assert result.structuredContent == {"order_id": "9", "status": "REEMBOLSADO"}
     assert ran == [("reembolsar", {"order_id": "9"})]
+
+
+def test_argument_never_takes_the_models_word_from_a_client_that_can_be_asked() -> None:
+    """SPEC §8: with ``confirmation="argument"``, a client that declared form
+    elicitation (``elicitation: {}`` or ``{form: {}}``) gets its person asked,
+    never its model's word taken: this middleware does not ask, so the write
+    waits (CONFIRMATION_REQUIRED); a URL-only client cannot be asked a form."""
+    asked: list[Any] = []
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={})
+
+    class Declaring(ClientSession):
+        """A client whose handshake declares ``declared`` as its elicitation
+        (this SDK declares form and URL for any callback)."""
+
+        declared: types.ElicitationCapability
+
+        async def send_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(request.root, types.InitializeRequest):
+                params = request.root.params
+                capabilities = params.capabilities.model_copy(update={"elicitation": self.declared})
+                params = params.model_copy(update={"capabilities": capabilities})
+                request = types.ClientRequest(request.root.model_copy(update={"params": params}))
+            return await super().send_request(request, *args, **kwargs)
+
+    async def with_capabilities(server: Any, declared: types.ElicitationCapability) -> types.CallToolResult:
+        async with create_client_server_memory_streams() as (client_streams, server_streams):
+            lowlevel = server._mcp_server
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(lambda: lowlevel.run(*server_streams, lowlevel.create_initialization_options()))
+                async with Declaring(*client_streams, elicitation_callback=answer) as client:
+                    client.declared = declared
+                    await client.initialize()
+                    result = await client.call_tool("reembolsar", {"order_id": "9", "confirmed": True})
+                tasks.cancel_scope.cancel()
+        return result
+
+    for declared, runs in (
+        (types.ElicitationCapability(), False),
+        (types.ElicitationCapability(form=types.FormElicitationCapability()), False),
+        (types.ElicitationCapability(url=types.UrlElicitationCapability()), True),
+    ):
+        ran: list[Any] = []
+        server = fastmcp(ran)
+        protect(server, policy_text=POLICY, context=ROUTE, confirmation="argument")
+        result = asyncio.run(with_capabilities(server, declared))
+        if runs:
+            assert not result.isError, result
+            assert ran == [("reembolsar", {"order_id": "9"})]
+        else:
+            assert result.isError and json.loads(result.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
+            assert ran == []
+    assert asked == []
 
 
 def test_hidden_tool_answers_exactly_like_an_unknown_tool() -> None:

@@ -147,6 +147,30 @@ def test_mcpserver_confirmation_argument_runs_the_write_once() -> None:
     assert ran == [("reembolsar", {"order_id": "9"})]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_argument_never_takes_the_models_word_from_a_client_that_can_be_asked(mode: str) -> None:
+    """SPEC §8: a client that declared form elicitation (in the handshake, or
+    in a 2026-07-28 request's ``_meta``) can be asked, so with
+    ``confirmation="argument"`` its model's ``confirmed: true`` is not taken;
+    this middleware does not ask, so the write waits for a person."""
+    asked: list[Any] = []
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={})
+
+    async def go(server: MCPServer) -> types.CallToolResult:
+        async with Client(server, mode=mode, elicitation_callback=answer) as client:  # type: ignore[arg-type]
+            return await client.call_tool("reembolsar", {"order_id": "9", "confirmed": True})
+
+    ran: list[Any] = []
+    server = mcpserver(ran)
+    protect(server, policy_text=POLICY, context=ROUTE, confirmation="argument")
+    result = anyio.run(go, server)
+    assert result.is_error and json.loads(_text(result))["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert ran == [] and asked == []
+
+
 def test_the_engine_checks_the_arguments_as_sent() -> None:
     """9 for a string parameter: MCPServer would coerce it; the engine refuses it first."""
     ran: list[Any] = []

@@ -94,6 +94,8 @@ class _Allowed:
     forward: dict[str, Any]
     context: ContextLike
     rules: RuleSet
+    #: The confirmation source it was decided with (see Guard._confirmation_for).
+    confirmation: ConfirmationSource
     denied: Outcome | None = None
     #: Arguments decided again and allowed (the model's output differed from
     #: the forwarded ones): the function's own check finds them decided.
@@ -366,6 +368,17 @@ def _owner_of(handler: Any, lowlevel: Any, depth: int = 0) -> Any:
     return None
 
 
+def _declares_form_elicitation(capabilities: Any) -> bool:
+    """Whether a client's capabilities declare form elicitation
+    (``elicitation: {}`` means form, as in MCP 2025-06-18; a URL-only client
+    cannot be asked a form). Something unreadable counts as declared."""
+    elicitation = getattr(capabilities, "elicitation", None)
+    if elicitation is None:
+        return False
+    modes = elicitation.model_dump(exclude_none=True) if hasattr(elicitation, "model_dump") else elicitation
+    return not isinstance(modes, Mapping) or not modes or "form" in modes
+
+
 class Guard:
     """The installed middleware; ``rules`` is loaded on first use, off the event loop."""
 
@@ -498,10 +511,35 @@ class Guard:
                 request_context = None
         return self._context(request_context)
 
-    def _decide(self, rules: RuleSet, name: str, arguments: Any, context: ContextLike) -> Outcome:
+    def _confirmation_for(self, request_context: Any) -> ConfirmationSource:
+        """The confirmation source for one request: ``"argument"`` only when
+        set up so and the client did not declare form elicitation. SPEC §8:
+        a client that can be asked gets its person asked, never its model's
+        word taken; this middleware does not ask, so such a call waits for a
+        person confirming through the host (``CONFIRMATION_REQUIRED``), as
+        with ``toolgate-rmcp``'s guard for a client it cannot ask."""
+        if self.confirmation == "none":
+            return "none"
+        return "none" if _declares_form_elicitation(self._client_capabilities(request_context)) else "argument"
+
+    def _client_capabilities(self, request_context: Any) -> Any:
+        """What the client declared: in its handshake, or (mcp 2.x, MCP
+        2026-07-28) in the request's own ``_meta``, which the SDK records on
+        the request's connection."""
+        if self._sdk.major == 1:
+            try:
+                session = self.server.request_context.session
+            except LookupError:
+                return None
+            return getattr(getattr(session, "client_params", None), "capabilities", None)
+        return getattr(getattr(request_context, "session", None), "client_capabilities", None)
+
+    def _decide(
+        self, rules: RuleSet, name: str, arguments: Any, context: ContextLike, confirmation: ConfirmationSource
+    ) -> Outcome:
         """One call through the engine's pipeline; reports the decision."""
         # The exact values the handler gets (see _calljson): never json.dumps.
-        outcome = rules.decide(call_json(name, arguments), context, self.confirmation)
+        outcome = rules.decide(call_json(name, arguments), context, confirmation)
         if self._on_decision is not None:
             self._on_decision(outcome.decision, name)
         return outcome
@@ -538,10 +576,16 @@ class Guard:
         return listed.model_copy(update=update)
 
     async def _guarded_call(
-        self, name: str, sent: Any, context: ContextLike, rules: RuleSet, invoke: Callable[[dict[str, Any]], Any]
+        self,
+        name: str,
+        sent: Any,
+        context: ContextLike,
+        rules: RuleSet,
+        invoke: Callable[[dict[str, Any]], Any],
+        confirmation: ConfirmationSource,
     ) -> tuple[types.CallToolResult | None, Any]:
         """(a denial, None) or (None, the handler's own result)."""
-        outcome = self._decide(rules, name, sent, context)
+        outcome = self._decide(rules, name, sent, context, confirmation)
         if not outcome.ok:
             return self._denied(name, outcome), None
         # Allowed: the handler gets exactly the arguments the engine forwards.
@@ -549,7 +593,7 @@ class Guard:
         assert forward is not None  # RuleSet.decide: an allow always forwards
         if not self._check_tool(name):
             return None, await invoke(dict(forward))
-        allowed = _Allowed(name, sent, forward, context, rules)
+        allowed = _Allowed(name, sent, forward, context, rules, confirmation)
         token = _ALLOWED.set(allowed)
         try:
             result = await invoke(dict(forward))
@@ -581,7 +625,7 @@ class Guard:
             return await self._call(req.model_copy(update={"params": params}))
 
         denied, result = await self._guarded_call(
-            req.params.name, req.params.arguments or {}, self.context(), rules, invoke
+            req.params.name, req.params.arguments or {}, self.context(), rules, invoke, self._confirmation_for(None)
         )
         return types.ServerResult(denied) if denied is not None else result
 
@@ -604,7 +648,9 @@ class Guard:
                 inner = dataclasses.replace(ctx, params={**ctx.params, "arguments": forward})  # type: ignore[arg-type]
             return await self._call(inner, params.model_copy(update={"arguments": forward}))
 
-        denied, result = await self._guarded_call(params.name, params.arguments or {}, self.context(ctx), rules, invoke)
+        denied, result = await self._guarded_call(
+            params.name, params.arguments or {}, self.context(ctx), rules, invoke, self._confirmation_for(ctx)
+        )
         return denied if denied is not None else result
 
     def _check_tool(self, name: str) -> bool:
@@ -645,7 +691,7 @@ class Guard:
                 for key, value in allowed.sent.items():
                     if key not in allowed.forward and key not in got:
                         decided[key] = value
-            outcome = self._decide(allowed.rules, name, decided, allowed.context)
+            outcome = self._decide(allowed.rules, name, decided, allowed.context, allowed.confirmation)
             if not outcome.ok:
                 allowed.denied = outcome
                 raise _Denied(outcome.decision.json)
@@ -764,8 +810,10 @@ def protect(
       the seed runtime's path, for a server whose caller keeps turn state and
       sets it only after the person said yes (an agent-side router such as
       :class:`~mcp_toolgate.router.McpToolRouter`), or a client that cannot
-      ask the person. Never choose it where the client can be asked: the
-      model can then confirm its own writes.
+      ask the person. A client that declared form elicitation (in its
+      handshake, or on mcp 2.x in a 2026-07-28 request's ``_meta``) can be
+      asked, so its model's word is never taken: its call is decided as with
+      ``"none"`` (SPEC §8; this middleware does not ask).
 
     (``policy=`` / ``catalog=``, which took a path or a text and guessed which,
     are ``policy_path=`` / ``policy_text=`` and ``catalog_path=`` /
