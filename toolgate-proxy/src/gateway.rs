@@ -1185,7 +1185,7 @@ impl SessionState {
             } else {
                 call.record_would_block(code);
             }
-            return self.send_call(&call, &params, &ctx).await;
+            return self.send_call(&call, params, &ctx).await;
         }
         if outcome.forward.is_some() {
             let taken = outcome.decision.json.contains("\"confirmation_received\":true");
@@ -1363,7 +1363,7 @@ impl SessionState {
             )
         })?;
         params.arguments = Some(arguments);
-        self.send_call(call, &params, ctx).await
+        self.send_call(call, params, ctx).await
     }
 
     /// Sends an allowed call upstream. Its `forwarded` line was written
@@ -1377,14 +1377,13 @@ impl SessionState {
     async fn send_call(
         &self,
         call: &Call<'_>,
-        params: &CallToolRequestParams,
+        mut params: CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
         // Only what was decided goes upstream: a client's `requestState` and
         // `inputResponses` are no part of the call the engine saw (the
         // gateway's own are taken off by `sealed_retry`), and on the
         // handshake path they are no part of the protocol.
-        let mut params = params.clone();
         params.request_state = None;
         params.input_responses = None;
         let request = relay_request("tools/call", &params)?;

@@ -107,7 +107,6 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
         .filter(|f| f.problem.code == "PIN_MISMATCH")
         .map(|f| f.problem)
         .collect();
-    let tool_of = |path: &str| path.strip_prefix("tool_policies.").unwrap_or(path).to_owned();
     // First every stale pin rewritten, to see what the entries then make of
     // the new definitions; then only the ones that may be taken.
     let (all_lines, _) = repinned_lines(&text, &stale, |_| true);
@@ -121,7 +120,7 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
     // reads, is no reason to hold anything.)
     let mut loosened = std::collections::BTreeSet::new();
     for problem in &stale {
-        let tool = tool_of(&problem.path);
+        let tool = pinned_tool(problem).to_owned();
         let operation = |set: &RuleSet| -> Result<String> {
             Ok(metadata(set, &tool)?
                 .get("operation_type")
@@ -142,8 +141,8 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
     let (lines, repinned) = repinned_lines(&text, &stale, |tool| !loosened.contains(tool));
     let left = stale.len() - repinned.len();
     for problem in &stale {
-        let tool = tool_of(&problem.path);
-        if !loosened.contains(&tool) && !repinned.iter().any(|(t, _)| *t == tool) {
+        let tool = pinned_tool(problem);
+        if !loosened.contains(tool) && !repinned.iter().any(|(t, _)| t == tool) {
             eprintln!(
                 "toolgate: {}:{}: the pin of `{tool}` could not be rewritten here (write it by hand): {}",
                 policy_path.display(),
@@ -166,7 +165,7 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
             .findings()?
             .into_iter()
             .filter(|f| f.problem.code == "PIN_MISMATCH")
-            .map(|f| tool_of(&f.problem.path))
+            .map(|f| pinned_tool(&f.problem).to_owned())
             .collect();
         if still_stale.len() != left || repinned.iter().any(|(tool, _)| still_stale.contains(tool)) {
             bail!(
@@ -197,6 +196,12 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
 
 /// `text`'s lines with the pin of each stale entry `take` accepts rewritten
 /// to its current definition, and the (tool, hash) pairs rewritten.
+/// The tool a `PIN_MISMATCH` finding is about: its path is
+/// `tool_policies.<tool>`.
+fn pinned_tool(problem: &toolgate::Problem) -> &str {
+    problem.path.strip_prefix("tool_policies.").unwrap_or(&problem.path)
+}
+
 fn repinned_lines(
     text: &str,
     stale: &[toolgate::Problem],
@@ -205,7 +210,7 @@ fn repinned_lines(
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     let mut repinned = Vec::new();
     for problem in stale {
-        let tool = problem.path.strip_prefix("tool_policies.").unwrap_or(&problem.path);
+        let tool = pinned_tool(problem);
         if !take(tool) {
             continue;
         }
@@ -316,8 +321,8 @@ fn pins(engine: &Engine, catalog: &str, names: &[String]) -> Result<std::collect
         .into_iter()
         .filter(|f| f.problem.code == "PIN_MISMATCH")
         .filter_map(|f| {
-            let tool = f.problem.path.strip_prefix("tool_policies.")?.to_owned();
-            Some((tool, definition_hash(&f.problem.message)?.to_owned()))
+            let hash = definition_hash(&f.problem.message)?.to_owned();
+            Some((pinned_tool(&f.problem).to_owned(), hash))
         })
         .collect())
 }
