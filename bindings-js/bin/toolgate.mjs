@@ -52,6 +52,20 @@ const EX_DENIED = 1;
 const EX_USAGE = 64;
 const EX_LOAD = 2;
 
+/**
+ * `--call` as given. Node has already decoded the command line, writing
+ * U+FFFD for bytes that are not UTF-8, so the call's own bytes are lost:
+ * refused as the Rust CLI refuses argv that is not UTF-8 (a call that
+ * really holds U+FFFD goes on stdin).
+ * @param {string | undefined} call
+ */
+function checkedCall(call) {
+  if (call !== undefined && call.includes('\uFFFD')) {
+    usageError('--call holds U+FFFD, the mark of bytes that are not UTF-8 in the command line; pass such a call on stdin');
+  }
+  return call;
+}
+
 function usageError(/** @type {string} */ message) {
   process.stderr.write(`toolgate: ${message}\n${USAGE}`);
   process.exit(EX_USAGE);
@@ -117,7 +131,7 @@ function parseArgs(argv) {
   if (flags['--allow'] !== undefined) context.allowed_tools = list(flags['--allow']);
   return {
     command, policyPath: flags['--policy'], catalogPath: flags['--catalog'], preparedDir: flags['--prepared'], context: JSON.stringify(context),
-    call: flags['--call'], failOnDeny: flags['--fail-on-deny'] !== undefined,
+    call: checkedCall(flags['--call']), failOnDeny: flags['--fail-on-deny'] !== undefined,
   };
 }
 
@@ -153,13 +167,15 @@ function readText(/** @type {string} */ path) {
  */
 function readPrepared(dir) {
   const path = join(dir, 'toolgate_policy.core.wasm');
+  let bytes;
   try {
-    return readFileSync(path);
+    bytes = readFileSync(path);
   } catch (e) {
     const err = /** @type {any} */ (e);
     process.stderr.write(`toolgate: the policy component is unusable: cannot read ${path}: ${OS_ERRORS[err.code] ?? err.message}\n`);
     process.exit(EX_LOAD);
   }
+  return { module: bytes, prepared: true };
 }
 
 /** Every byte of a line is ASCII whitespace (as Rust's `u8::is_ascii_whitespace`). */
@@ -174,10 +190,10 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const policy = args.policyPath === undefined ? undefined : readText(args.policyPath);
   const catalog = readText(args.catalogPath);
-  const module = args.preparedDir === undefined ? undefined : readPrepared(args.preparedDir);
+  const prepared = args.preparedDir === undefined ? {} : readPrepared(args.preparedDir);
   let gate;
   try {
-    gate = await Toolgate.load({ policy, catalog, module });
+    gate = await Toolgate.load({ policy, catalog, ...prepared });
   } catch (e) {
     if (e instanceof LoadError) {
       const file = e.origin === 'policy' && args.policyPath !== undefined ? args.policyPath : args.catalogPath;
@@ -186,7 +202,8 @@ async function main() {
       process.stderr.write(`toolgate: ${file}${at}: ${path}${e.problemMessage} (${e.code})\n`);
       process.exit(EX_LOAD);
     }
-    process.stderr.write(`toolgate: ${/** @type {Error} */ (e).message}\n`);
+    const code = /** @type {any} */ (e)?.code;
+    process.stderr.write(`toolgate: ${/** @type {Error} */ (e).message}${typeof code === 'string' ? ` (${code})` : ''}\n`);
     process.exit(EX_LOAD);
   }
 

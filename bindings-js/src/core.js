@@ -18,7 +18,7 @@ import { checkPreparedOrigin, findingFromWit, getDefaultModule, isMeterTrap, loa
 import { callBytes, contextJson, limitOption, u64, utf8Length, wellFormed, witConfirmation } from './inputs.js';
 import { engineJson } from './calljson.js';
 import { CallOutcome, Decision, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
-import { EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
+import { ComponentError, EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
 
 // BEGIN limits: generated from component-build/src by
 // `cargo run --release --locked --bin component-build -- --write-limits`; do not edit.
@@ -45,6 +45,24 @@ export const CALL_BUDGET = 50000000000;
  * wall time.
  */
 export const DEFAULT_DEADLINE_MS = 5000;
+
+const OPTION_KEYS = /** @type {const} */ (['policy', 'catalog', 'module', 'fastPath', 'maxMemoryBytes', 'deadlineMs', 'prepared']);
+
+/**
+ * The load options `options` holds as its own properties: one inherited
+ * from a polluted `Object.prototype` (a `policy` among them, which would
+ * load rules nobody gave) is no option.
+ * @param {unknown} options
+ * @returns {Partial<LoadOptions>}
+ */
+function ownOptions(options) {
+  /** @type {Record<string, unknown>} */
+  const own = Object.create(null);
+  if (options !== null && typeof options === 'object') {
+    for (const key of OPTION_KEYS) if (Object.hasOwn(options, key)) own[key] = /** @type {any} */ (options)[key];
+  }
+  return own;
+}
 
 const kInjectTrap = Symbol.for('toolgate.test.injectTrap');
 const kRawExports = Symbol.for('toolgate.test.rawExports');
@@ -77,6 +95,8 @@ const kFastPath = Symbol.for('toolgate.test.fastPath');
  * @property {boolean} [fastPath] false: every call goes through jco's generated wrapper instead of the canonical-ABI fast path (as when an ABI check fails, or TOOLGATE_JS_FASTPATH=0).
  * @property {number} [maxMemoryBytes] Cap on the component's linear memory, bytes (default 1 GiB; Infinity: none). Checked after every call: over it, ENGINE_OUT_OF_MEMORY and a new instance.
  * @property {number} [deadlineMs] Per-call deadline, ms (default 5000; Infinity: none). Checked when the call returns: a later answer is dropped, ENGINE_LIMIT.
+ * @property {boolean} [prepared] true: the module must be one `toolgate prepare` made (it names its component in the custom section `toolgate:prepared-from`); another is refused, COMPONENT_INVALID.
+ * Options are read from the object's own properties only: a key inherited (a polluted `Object.prototype`) is no option.
  */
 /**
  * @typedef {RulesText & { module?: WebAssembly.Module | PromiseLike<WebAssembly.Module> | BufferSource }} LoadOptions
@@ -114,23 +134,24 @@ export class Toolgate {
    * @param {RulesText} rules
    */
   constructor(module, rules) {
-    if (rules && rules.fastPath === false) this.#fastPath = false;
+    const given = ownOptions(rules);
+    if (given.fastPath === false) this.#fastPath = false;
     if (!(module instanceof WebAssembly.Module)) throw new TypeError('module must be a WebAssembly.Module (the compiled toolgate_policy.core.wasm)');
-    if (!rules || typeof rules.catalog !== 'string') throw new TypeError('catalog must be a string (the catalog text)');
-    if (rules.policy !== undefined && rules.policy !== null && typeof rules.policy !== 'string') throw new TypeError('policy must be a string, null or undefined');
+    if (typeof given.catalog !== 'string') throw new TypeError('catalog must be a string (the catalog text)');
+    if (given.policy !== undefined && given.policy !== null && typeof given.policy !== 'string') throw new TypeError('policy must be a string, null or undefined');
     // UTF-8 cannot carry a lone surrogate: loading U+FFFD in its place would
     // load rules the host was never given (Python refuses the text too).
-    for (const [which, text] of /** @type {const} */ ([['catalog', rules.catalog], ['policy', rules.policy]])) {
+    for (const [which, text] of /** @type {const} */ ([['catalog', given.catalog], ['policy', given.policy]])) {
       if (typeof text === 'string' && !wellFormed(text)) throw new TypeError(`the ${which} text holds a lone surrogate, which UTF-8 cannot carry`);
     }
-    const hide = /** @type {any} */ (rules)[kHideFromAbi];
+    const hide = Object.hasOwn(rules, kHideFromAbi) ? /** @type {any} */ (rules)[kHideFromAbi] : undefined;
     if (Array.isArray(hide)) this.#hide = hide.map(String);
-    this.maxMemoryBytes = limitOption(rules.maxMemoryBytes, 'maxMemoryBytes', DEFAULT_MAX_MEMORY_BYTES);
-    this.deadlineMs = limitOption(rules.deadlineMs, 'deadlineMs', DEFAULT_DEADLINE_MS);
-    checkPreparedOrigin(module);
+    this.maxMemoryBytes = limitOption(given.maxMemoryBytes, 'maxMemoryBytes', DEFAULT_MAX_MEMORY_BYTES);
+    this.deadlineMs = limitOption(given.deadlineMs, 'deadlineMs', DEFAULT_DEADLINE_MS);
+    checkPreparedOrigin(module, given.prepared === true);
     this.#module = module;
-    this.#policy = rules.policy ?? undefined;
-    this.#catalog = rules.catalog;
+    this.#policy = given.policy ?? undefined;
+    this.#catalog = given.catalog;
     const engine = this.#instantiate();
     this.revision = engine.rules.revision();
     this.findings = Object.freeze(engine.rules.findings().map(findingFromWit));
@@ -143,7 +164,7 @@ export class Toolgate {
    * @returns {Toolgate}
    */
   static fromModule(options) {
-    return new Toolgate(options.module, options);
+    return new Toolgate(/** @type {WebAssembly.Module} */ (ownOptions(options).module), options);
   }
 
   /**
@@ -156,13 +177,17 @@ export class Toolgate {
    */
   static async load(options) {
     if (!options || typeof options !== 'object') throw new TypeError('load needs { catalog, policy?, module? }');
-    let module = await options.module;
+    let module = await ownOptions(options).module;
     if (module === undefined || module === null) {
       const fallback = getDefaultModule();
       if (!fallback) throw new TypeError('no default core module in this runtime: pass `module` (the compiled toolgate_policy.core.wasm)');
       module = await fallback;
     } else if (!(module instanceof WebAssembly.Module)) {
-      module = await WebAssembly.compile(/** @type {BufferSource} */ (module));
+      try {
+        module = await WebAssembly.compile(/** @type {BufferSource} */ (module));
+      } catch (e) {
+        throw new ComponentError(`the core module could not be compiled: ${/** @type {Error} */ (e)?.message ?? e}`);
+      }
     }
     return new Toolgate(/** @type {WebAssembly.Module} */ (module), options);
   }
@@ -287,6 +312,10 @@ export class Toolgate {
     // engine, as from Python and Rust, not rewritten to null and decided.
     const s = typeof state === 'string' ? state : state instanceof TurnState ? state.json : engineJson(state ?? null);
     const i = typeof input === 'string' ? input : turnInputJson(input);
+    // UTF-8 cannot carry a lone surrogate: the engine would decide on U+FFFD
+    // in its place, a name or an argument nobody sent.
+    if (!wellFormed(s)) throw new TypeError('the turn state holds a lone surrogate, which UTF-8 cannot carry');
+    if (!wellFormed(i)) throw new TypeError('the turn input holds a lone surrogate, which UTF-8 cannot carry');
     const ns = utf8Length(s);
     if (ns > MAX_INPUT_BYTES) throw new InputTooLargeError('state', ns, MAX_INPUT_BYTES);
     const ni = utf8Length(i);

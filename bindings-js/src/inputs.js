@@ -37,7 +37,7 @@ export function utf8Length(s) {
  */
 export function contextJson(context) {
   if (context === undefined || context === null) return '{}';
-  if (typeof context === 'string') return wellFormed(context) ? context : context.replace(LONE_SURROGATES, escaped);
+  if (typeof context === 'string') return wellFormed(context) ? context : UNSENDABLE_CONTEXT;
   if (typeof context !== 'object') throw new TypeError('context must be an object, a JSON string or undefined');
   const c = /** @type {Record<string, unknown>} */ (context);
   if ('allowedTools' in c) {
@@ -51,10 +51,16 @@ export function contextJson(context) {
 // A JS string may hold lone surrogates, which UTF-8 cannot carry; TextEncoder
 // would write U+FFFD in their place, and the engine would decide on a text
 // the host was never given. Written as Python's binding writes them, so that
-// both runtimes decide alike: in a call (bytes), as their three-byte form
-// (WTF-8: invalid UTF-8, which the engine refuses, BAD_REQUEST); in a context
-// (a WIT string, UTF-8 only), as a `\uXXXX` escape, which the engine's JSON
-// reader refuses as a lone surrogate (INVALID_CONTEXT).
+// both runtimes decide alike: in a call's text (bytes), as their three-byte
+// form (WTF-8: invalid UTF-8, which the engine refuses, BAD_REQUEST); in a
+// call object, as JSON.stringify's `\uXXXX` escape (refused too); a context
+// text (a WIT string, UTF-8 only) holding one is sent as UNSENDABLE_CONTEXT.
+/**
+ * A JSON text the engine always refuses (INVALID_CONTEXT), sent for a context
+ * text holding a lone surrogate: an escape in the surrogate's place could
+ * complete a backslash before it into valid JSON, which would be decided.
+ */
+const UNSENDABLE_CONTEXT = '"\\ud800"';
 const LONE_SURROGATES = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 const LONE_SURROGATE = new RegExp(LONE_SURROGATES.source);
 
@@ -67,9 +73,6 @@ export function wellFormed(s) {
   const native = /** @type {{ isWellFormed?: () => boolean }} */ (/** @type {unknown} */ (s)).isWellFormed;
   return typeof native === 'function' ? native.call(s) : !LONE_SURROGATE.test(s);
 }
-
-/** @param {string} unit one lone surrogate */
-const escaped = (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
 /**
  * UTF-8, with each lone surrogate as the three bytes its code unit would take.

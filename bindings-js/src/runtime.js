@@ -41,11 +41,17 @@ const checkedOrigins = new WeakSet();
  * Refuses a prepared core module made from another build's component: its
  * snapshot holds that build's engine state, which this package's glue and
  * contract were not built against. A module without the section (this
- * package's own, or one built from source) is not a prepared one.
+ * package's own, or one built from source) is not a prepared one: refused
+ * where a prepared one is required (`--prepared DIR`, `prepared: true`), as
+ * the Rust SDK refuses it.
  * @param {WebAssembly.Module} module
+ * @param {boolean} [mustBePrepared]
  * @returns {void}
  */
-export function checkPreparedOrigin(module) {
+export function checkPreparedOrigin(module, mustBePrepared = false) {
+  if (mustBePrepared && WebAssembly.Module.customSections(module, PREPARED_FROM).length === 0) {
+    throw new ComponentError('not a core module `toolgate prepare` made (it names no component in `toolgate:prepared-from`)');
+  }
   if (checkedOrigins.has(module)) return;
   for (const section of WebAssembly.Module.customSections(module, PREPARED_FROM)) {
     const found = Array.from(new Uint8Array(section), (b) => b.toString(16).padStart(2, '0')).join('');
@@ -167,7 +173,11 @@ function load(module, options, fastPath) {
   try {
     inst = instantiateComponent(module, { fastPath, hide: options.hide });
   } catch (e) {
-    throw new EngineTrapError(`the policy engine could not be instantiated: ${/** @type {any} */ (e)?.message ?? e}`, e);
+    const why = /** @type {any} */ (e)?.message ?? e;
+    // A trap is the engine's (its start, its memory); anything else is a
+    // module that is not this package's component (missing imports or exports).
+    if (!(e instanceof WebAssembly.RuntimeError)) throw new ComponentError(`the core module is not the toolgate component: ${why}`);
+    throw new EngineTrapError(`the policy engine could not be instantiated: ${why}`, e);
   }
   let checked = checkedModules.get(module);
   if (!checked) checkedModules.set(module, (checked = { contract: false, fastPath: false }));

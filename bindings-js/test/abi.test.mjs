@@ -156,15 +156,25 @@ test('strings reach the guest as their UTF-8: non-ASCII and astral text round-tr
     assert.throws(() => Toolgate.fromModule({ module, catalog: text(`${description} LONE`), fastPath }), /lone surrogate/);
     assert.throws(() => Toolgate.fromModule({ module, catalog: text(description), policy: 'version: 1\n# \udc00\n', fastPath }), /lone surrogate/);
     // A call or context given as text: decided as Python decides the same string (bytes as
-    // WTF-8 for the call, a `\uXXXX` escape in the context), never on U+FFFD.
+    // WTF-8 for the call; a context text as one the engine refuses), never on U+FFFD.
     const raw = gate.evaluate('{"name":"echo","arguments":{"p":"LONE"}}'.replace('LONE', '\ud800'));
     assert.equal(raw.code, 'BAD_REQUEST', raw.json);
     assert.equal(raw.json, gate.evaluate(Uint8Array.of(...new TextEncoder().encode('{"name":"echo","arguments":{"p":"'), 0xed, 0xa0, 0x80, ...new TextEncoder().encode('"}}'))).json);
-    for (const context of ['{"surface":"direct","scopes":["LONE"]}', '{"allowed_tools":["echoLONE"]}']) {
+    const unsendable = gate.evaluate({ name: 'echo', arguments: {} }, '"\\ud800"');
+    assert.equal(unsendable.code, 'INVALID_CONTEXT', unsendable.json);
+    // `x\` then the surrogate: an escape in its place made valid JSON, a granted scope `x\udc00`.
+    for (const context of ['{"surface":"direct","scopes":["LONE"]}', '{"allowed_tools":["echoLONE"]}', '{"scopes":["x\\LONE"]}']) {
       const decided = gate.evaluate({ name: 'echo', arguments: {} }, context.replace('LONE', '\udc00'));
-      assert.equal(decided.code, 'INVALID_CONTEXT', decided.json);
-      assert.equal(decided.json, gate.evaluate({ name: 'echo', arguments: {} }, context.replace('LONE', '\\udc00')).json);
+      assert.equal(decided.json, unsendable.json, context);
+      assert.throws(() => gate.listExposable(context.replace('LONE', '\udc00')), (e) => e.code === 'CONTEXT_SYNTAX', context);
     }
+    // An object call: JSON.stringify's escape, the decision of that text (Python writes the same).
+    const object = gate.evaluate({ name: 'echo', arguments: { p: 'x\ud800' } });
+    assert.equal(object.json, gate.evaluate('{"name":"echo","arguments":{"p":"x\\ud800"}}').json);
+    assert.equal(object.code, 'BAD_REQUEST');
+    // Turn state and input: refused, never decided on U+FFFD in its place.
+    assert.throws(() => gate.turn('{"x":"\ud800"}', '{}'), /lone surrogate/);
+    assert.throws(() => gate.turn(null, '{"calls":[{"name":"echo\ud800","arguments":{}}]}'), /lone surrogate/);
   }
 });
 

@@ -132,6 +132,15 @@ test('cli: eval --call decides the one call; --fail-on-deny exits 1 on a denial,
     [['--fail-on-deny'], `${allowed}\n${denied}\n${allowed}\n`, 1, [true, false, true]],
     [['--fail-on-deny'], `${allowed}\n\n`, 0, [true]],
   ];
+  // Node decoded the command line already, U+FFFD for bytes that are not
+  // UTF-8: such a call's bytes are lost, so it is refused (the Rust CLI
+  // refuses argv that is not UTF-8); on stdin its bytes are decided.
+  const lossy = spawnSync('/bin/sh', ['-c', 'exec "$@" --call "$(printf %b "$CALL")"', 'sh', process.execPath, bin, 'eval', ...plans], {
+    env: { ...process.env, CALL: '{"name":"consultar_plano\\0377","arguments":{}}' },
+  });
+  assert.equal(lossy.status, 64, lossy.stderr.toString());
+  assert.equal(lossy.stdout.length, 0);
+  assert.match(lossy.stderr.toString(), /U\+FFFD/);
   for (const [flags, stdin, status, oks] of cases) {
     const r = node(['eval', ...plans, ...flags], stdin);
     const what = `${flags.join(' ')} < ${JSON.stringify(stdin)}`;

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import {
   CONTRACT_VERSION, DEFAULT_DEADLINE_MS, DEFAULT_MAX_MEMORY_BYTES, Decision, EngineFaultError, EngineLimitError,
   EngineOutOfMemoryError, EngineTrapError, HOST_FAULTS, InputTooLargeError, LoadError, MAX_INPUT_BYTES,
-  ProblemError, Toolgate, ToolgateError, CallOutcome, compileCoreModule,
+  ProblemError, Toolgate, ToolgateError, CallOutcome, ComponentError, compileCoreModule,
 } from '../src/index.js';
 import { blockedResultJson } from '../src/results.js';
 import { vectorsDir } from './lib/vectors.mjs';
@@ -435,5 +435,33 @@ test('the evaluate fast path (canonical ABI) and jco\'s wrapper give the same by
   for (let i = 0; i < 2000; i++) {
     const c = { name: 'get_conversation', arguments: { conversation_id: `c${i}`, pad: 'x'.repeat(i) } };
     assert.equal(fast.evaluate(c).json, viaJco.evaluate(c).json);
+  }
+});
+
+test('load options are read from the object itself: a polluted Object.prototype gives no policy, module or limit', async () => {
+  // Legacy rules (no policy): the write waits for confirmation; a `policy`
+  // inherited from Object.prototype would make it read_only.
+  const write = { name: 'alterar_plano', arguments: { customer_id: 'c-1', new_plan_id: 'GOLD' } };
+  const before = (await Toolgate.load({ catalog: plansCatalog })).evaluate(write).json;
+  const proto = /** @type {any} */ (Object.prototype);
+  proto.policy = 'version: 1\ntool_policies:\n  alterar_plano:\n    operation_type: read_only\n';
+  proto.module = new Uint8Array([1, 2, 3]);
+  proto.maxMemoryBytes = 1;
+  try {
+    const loaded = await Toolgate.load({ catalog: plansCatalog });
+    assert.equal(loaded.evaluate(write).json, before);
+    assert.equal(Toolgate.fromModule(/** @type {any} */ ({ module: await WebAssembly.compile(readFileSync(new URL('../gen/toolgate_policy.core.wasm', import.meta.url))), catalog: plansCatalog })).evaluate(write).json, before);
+  } finally {
+    delete proto.policy;
+    delete proto.module;
+    delete proto.maxMemoryBytes;
+  }
+  assert.equal(JSON.parse(before).error.code, 'CONFIRMATION_REQUIRED');
+});
+
+test('bytes that are not the component are COMPONENT_INVALID, not a bare CompileError or ENGINE_TRAP', async () => {
+  const empty = new Uint8Array([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]); // a valid, empty module
+  for (const module of [new Uint8Array([1, 2, 3]), empty]) {
+    await assert.rejects(Toolgate.load({ module, catalog: plansCatalog }), (e) => e instanceof ComponentError && e.code === 'COMPONENT_INVALID');
   }
 });

@@ -112,6 +112,24 @@ test('a module prepared from another build is refused, by the library and the CL
   assert.match(none.stderr.toString(), /cannot read .*toolgate_policy\.core\.wasm/);
 });
 
+test('a prepared directory, or prepared: true, holds only what toolgate prepare made, as the Rust CLI requires', { skip }, async () => {
+  // The package's own core module (a stale deploy's plain module), or bytes that are no module.
+  const plain = readFileSync(join(pkgDir, 'gen', 'toolgate_policy.core.wasm'));
+  for (const [name, bytes] of /** @type {const} */ ([['plain', plain], ['junk', Buffer.from('not wasm')]])) {
+    const dir = mkdtempSync(join(tmpdir(), `toolgate-not-prepared-${name}-`));
+    writeFileSync(join(dir, 'toolgate_policy.core.wasm'), bytes);
+    writeFileSync(join(dir, 'toolgate_policy.wasm'), bytes);
+    const r = spawnSync(process.execPath, [bin, 'list', '--catalog', catalogPath, '--prepared', dir]);
+    const native = spawnSync(rustCli, ['list', '--catalog', catalogPath, '--prepared', dir]);
+    assert.deepEqual([r.status, native.status], [2, 2], `${name}: ${r.stderr} / ${native.stderr}`);
+    assert.equal(r.stdout.length, 0);
+    assert.match(r.stderr.toString(), /\(COMPONENT_INVALID\)$/m, name);
+    await assert.rejects(Toolgate.load({ module: bytes, catalog, prepared: true }), (e) => e instanceof ComponentError, name);
+  }
+  // Outside a prepared directory the plain module loads as ever.
+  assert.ok((await Toolgate.load({ module: plain, catalog })).listExposable().tools.length > 0);
+});
+
 test('eval and list --prepared answer as the Rust CLI --prepared does', { skip }, () => {
   const dir = prepareDir();
   const calls = ['{"name":"alterar_plano","arguments":{}}', '{"name":"consultar_plano","arguments":{"customer_id":"c-1"}}', 'not json', ''].join('\n');

@@ -195,6 +195,40 @@ def test_lone_surrogates_get_a_decision_not_an_exception(retail_rules: RuleSet) 
     assert not retail_rules.evaluate("consultar_pedido", {"order_id": "1"}, context=ctx).ok
 
 
+def test_lone_surrogates_are_sent_as_the_npm_package_sends_them(retail_rules: RuleSet) -> None:
+    """An object call's lone surrogate as JSON.stringify's escape (the same
+    decision bytes as that text); a context text holding one as a text the
+    engine refuses, however a backslash stands before it (an escape in its
+    place made `x\\` plus the surrogate a valid, granted scope); turn state
+    and input, and rule texts, refused, never decided on a stand-in."""
+    as_object = retail_rules.evaluate({"name": "consultar_pedido", "arguments": {"order_id": "x\ud800"}})
+    as_text = retail_rules.evaluate(b'{"name":"consultar_pedido","arguments":{"order_id":"x\\ud800"}}')
+    assert as_object.code == "BAD_REQUEST" and as_object.json == as_text.json
+    refused = retail_rules.evaluate_json(LOOKUP, '"\\ud800"')
+    assert json.loads(refused)["error"]["code"] == "INVALID_CONTEXT"
+    for context in ('{"scopes":["x\\\ud800"]}', '{"scopes":["x\ud800"]}'):
+        assert retail_rules.evaluate_json(LOOKUP, context) == refused, context
+        assert retail_rules.decide(LOOKUP, context).decision.json == refused, context
+        with pytest.raises(ProblemError):
+            retail_rules.list_exposable_json(context)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        retail_rules.turn('{"x":"\ud800"}')
+    with pytest.raises(ValueError, match="lone surrogate"):
+        retail_rules.turn(None, [{"name": "consultar_pedido", "arguments": {}}], context='{"scopes":["\ud800"]}')
+    with pytest.raises(ValueError, match="lone surrogate"):
+        RuleSet.load(catalog='{"tools":[{"name":"t\ud800"}]}')
+
+
+def test_a_context_takes_lists_of_scopes_and_tools_not_a_string() -> None:
+    """A str is a sequence of its letters: `Context(scopes=token.scope)`
+    would grant one-letter scopes."""
+    for field in ("scopes", "allowed_tools"):
+        with pytest.raises(TypeError, match="single string"):
+            Context(**{field: "abc"})
+    assert Context(scopes=("a", "b")).to_dict() == {"surface": "confirming", "scopes": ["a", "b"]}
+
+
+LOOKUP = b'{"name":"consultar_pedido","arguments":{"order_id":"123"}}'
 RETURN = {"name": "solicitar_devolucao", "arguments": {"order_id": "1", "reason": "x", "confirmed": True}}
 
 

@@ -37,12 +37,17 @@ def test_call_over_the_limit_is_denied_without_reaching_the_component(retail_rul
     assert retail_rules.evaluate_json(bytearray(LOOKUP), "{}") == retail_rules.evaluate_json(LOOKUP, "{}")
     padded = array.array("Q", b" " * (8 * (MAX_INPUT_BYTES // 8 + 1)))
     assert retail_rules.evaluate_json(memoryview(padded), "{}") == FAULTS["INPUT_TOO_LARGE"]
-    # Lone surrogates are sent as 6-byte `\udcXX` escapes: counted as sent, not as 4 bytes a code point
-    # (about 4.2 MB would have reached the engine), and never a UnicodeEncodeError in place of a deny.
+    # A context text with lone surrogates, whatever its size, is sent as one the engine refuses (as the
+    # npm package sends it): INVALID_CONTEXT, never a UnicodeEncodeError in place of a deny. As an
+    # object, each is written as its 6-byte `\udcXX` escape and counted as sent.
+    unsendable = retail_rules.evaluate_json(LOOKUP, '"\\ud800"')
     for count in (MAX_INPUT_BYTES // 6 + 10, MAX_INPUT_BYTES // 4 + 1):
         lone = '{"surface":"confirming","scopes":["' + "\udc80" * count + '"]}'
-        assert retail_rules.evaluate_json(LOOKUP, lone) == FAULTS["INPUT_TOO_LARGE"], count
-        assert retail_rules.decide(LOOKUP, lone).decision.code == "INPUT_TOO_LARGE", count
+        assert retail_rules.evaluate_json(LOOKUP, lone) == unsendable, count
+        assert json.loads(unsendable)["error"]["code"] == "INVALID_CONTEXT"
+        assert retail_rules.decide(LOOKUP, lone).decision.json == unsendable, count
+        as_object = {"surface": "confirming", "scopes": ["\udc80" * count]}
+        assert retail_rules.decide(LOOKUP, as_object).decision.code == "INPUT_TOO_LARGE", count
 
 
 # Each fault below is injected into the real component: the deny has the

@@ -121,6 +121,33 @@ def test_a_component_prepared_from_another_build_is_refused(tmp_path: Path) -> N
         RuleSet.load(catalog=catalog, prepared=tmp_path / "nothing")
 
 
+def test_a_prepared_directory_holds_only_what_prepare_made(tmp_path: Path) -> None:
+    """A component `toolgate prepare` did not make (the shipped one copied in,
+    a stale deploy of another build's) or a file that is not one is refused
+    there, COMPONENT_INVALID and exit 2, as the Rust CLI refuses it; the same
+    component outside a prepared directory loads as ever."""
+    import mcp_toolgate
+    from mcp_toolgate import EngineFault, RuleSet
+
+    _need_rust_cli()
+    shipped = Path(mcp_toolgate.__file__).parent / "toolgate_policy.wasm"
+    catalog = CATALOG.read_text(encoding="utf-8")
+    for name, content in (("plain", shipped.read_bytes()), ("text", b"(component)"), ("junk", b"\0asm\x0d\0\x01\0xx")):
+        where = tmp_path / name
+        where.mkdir()
+        (where / "toolgate_policy.wasm").write_bytes(content)
+        with pytest.raises(EngineFault) as refused:
+            RuleSet.load(catalog=catalog, prepared=where)
+        assert refused.value.code == "COMPONENT_INVALID", name
+        run = _cli("list", "--catalog", str(CATALOG), "--prepared", str(where), cache=tmp_path / "cache")
+        native = subprocess.run(
+            [str(RUST_CLI), "list", "--catalog", str(CATALOG), "--prepared", str(where)], capture_output=True
+        )
+        assert (run.returncode, native.returncode) == (2, 2), (name, run.stderr, native.stderr)
+        assert run.stdout == b"" and b"(COMPONENT_INVALID)" in run.stderr, (name, run.stderr)
+    assert RuleSet.load(catalog=catalog).list_exposable()
+
+
 def test_eval_and_list_prepared_answer_as_the_rust_cli(tmp_path: Path) -> None:
     out = _prepare(tmp_path / "prepared")
     calls = (

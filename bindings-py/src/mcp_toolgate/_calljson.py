@@ -32,12 +32,14 @@ import datetime
 import decimal
 import enum
 import math
+import re
 import uuid
 from json.encoder import encode_basestring
 from typing import Any
 
 REFUSED = "undefined"
 MAX_DEPTH = 200
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _AS_PYDANTIC_JSON = (datetime.datetime, datetime.date, datetime.time, datetime.timedelta, uuid.UUID)
 
@@ -51,7 +53,7 @@ def engine_json(value: Any) -> str:
 
 def call_json(name: str, arguments: Any) -> str:
     """``{"name":…,"arguments":…}`` for the engine."""
-    out = ['{"name":', encode_basestring(name), ',"arguments":']
+    out = ['{"name":', _string(name), ',"arguments":']
     _write(arguments, 1, out)
     out.append("}")
     return "".join(out)
@@ -60,7 +62,7 @@ def call_json(name: str, arguments: Any) -> str:
 def _write(v: Any, depth: int, out: list[str]) -> None:
     t = type(v)
     if t is str:
-        out.append(encode_basestring(v))
+        out.append(_string(v))
     elif v is None:
         out.append("null")
     elif t is bool:
@@ -79,6 +81,17 @@ def _write(v: Any, depth: int, out: list[str]) -> None:
         _other(v, depth, out)
 
 
+def _string(s: str) -> str:
+    """A string as ``json.dumps(ensure_ascii=False)`` writes it, a lone
+    surrogate (which UTF-8 cannot carry) as its ``\\udXXX`` escape: as
+    JavaScript's ``JSON.stringify`` writes it, so both bindings hand the
+    engine the same text (it refuses the escape: BAD_REQUEST)."""
+    text = encode_basestring(s)
+    if s.isascii():
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _float(v: float) -> str:
     if math.isfinite(v):
         return float.__repr__(v)
@@ -95,7 +108,7 @@ def _object(v: dict[Any, Any], depth: int, out: list[str]) -> None:
         if not first:
             out.append(",")
         first = False
-        out.append(encode_basestring(str.__str__(key)))
+        out.append(_string(str.__str__(key)))
         out.append(":")
         _write(item, depth + 1, out)
     out.append("}")
@@ -120,7 +133,7 @@ def _other(v: Any, depth: int, out: list[str]) -> None:
     elif isinstance(v, float):
         out.append(_float(float(v)))
     elif isinstance(v, str):
-        out.append(encode_basestring(str.__str__(v)))
+        out.append(_string(str.__str__(v)))
     elif isinstance(v, dict):
         _object(v, depth, out)
     elif isinstance(v, (list, tuple)):
@@ -135,7 +148,7 @@ def _other(v: Any, depth: int, out: list[str]) -> None:
         for i, (name, info) in enumerate(fields.items()):
             if i:
                 out.append(",")
-            out.append(encode_basestring(_schema_name(name, info)))
+            out.append(_string(_schema_name(name, info)))
             out.append(":")
             _write(getattr(v, name), depth + 1, out)
         out.append("}")

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import wasmtime
+
 from . import _runtime
 from ._calljson import call_json, engine_json
 from ._faults import FAULTS, MAX_INPUT_BYTES
@@ -97,17 +99,24 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+#: What is sent for a context text holding a lone surrogate, which UTF-8
+#: cannot carry: a JSON text the engine always refuses (INVALID_CONTEXT), as
+#: the npm package sends. An escape in the surrogate's place could complete
+#: a backslash before it into valid JSON, which would then be decided.
+UNSENDABLE_CONTEXT = b'"\\ud800"'
+
+
 def _context_bytes(context: str) -> bytes:
     try:
         return context.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: send it as a JSON escape the engine can judge
-        return context.encode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return UNSENDABLE_CONTEXT
 
 
 def _too_large(text: str) -> bool:
-    # At most 6 bytes per code point are sent (4 for a character, 6 for a
-    # lone surrogate written as its `\udcXX` escape by _context_bytes, 3 by
-    # _utf8): encode only when it could matter, counting the larger form.
+    # At most 6 bytes per code point are counted (4 for a character, 6 for a
+    # lone surrogate as its `\udcXX` escape): encode only when it could
+    # matter, counting the larger form.
     return len(text) > MAX_INPUT_BYTES // 6 and len(text.encode("utf-8", "backslashreplace")) > MAX_INPUT_BYTES
 
 
@@ -134,8 +143,9 @@ class RuleSet:
         # it was prepared with) replaces the shipped one. Refused
         # (``COMPONENT_INVALID``) when missing or prepared from another build.
         self._component = None if prepared is None else Path(prepared) / _runtime.PREPARED_COMPONENT_FILE
-        self._catalog = catalog
-        self._policy = policy
+        # A lone surrogate cannot be written as UTF-8: refused (ValueError).
+        self._catalog = _runtime.text_argument(catalog, "the catalog text")
+        self._policy = None if policy is None else _runtime.text_argument(policy, "the policy text")
         self.call_fuel = call_fuel
         self.load_fuel = load_fuel
         self.memory_limit = memory_limit
@@ -176,7 +186,11 @@ class RuleSet:
     # -- the instance ---------------------------------------------------------
 
     def _instantiate(self) -> None:
-        inst = _runtime.Instance(_checked_runtime(self._component))
+        runtime = _checked_runtime(self._component)
+        try:
+            inst = _runtime.Instance(runtime)
+        except (wasmtime.WasmtimeError, RuntimeError) as e:
+            raise EngineFault("COMPONENT_INVALID", f"the policy component is unusable: {e}") from None
         if self.memory_limit is not None:
             inst.store.set_limits(memory_size=self.memory_limit)
         try:
@@ -212,13 +226,16 @@ class RuleSet:
                 self._handle.drop(self._inst.store)
 
     def _live(self) -> _runtime.Instance:
-        """The instance; a new one after a trap. Raises `_runtime.Trap`."""
+        """The instance; a new one after a trap. Raises `_runtime.Trap`
+        (never anything else: a fault is a deny, not an exception)."""
         if self._inst is None or self._inst.poisoned:
             self._inst = None
             try:
                 self._instantiate()
             except EngineFault as fault:
                 raise _runtime.Trap(fault.code, fault.message) from None
+            except Exception as e:  # wasmtime's own errors, a missing export
+                raise _runtime.Trap("ENGINE_TRAP", f"the policy engine could not be instantiated again: {e}") from None
         assert self._inst is not None
         return self._inst
 
@@ -235,9 +252,9 @@ class RuleSet:
             # Any buffer (bytearray, a memoryview of wider items): its bytes,
             # counted as bytes, and one shape for both ways into wasmtime.
             call = memoryview(call).tobytes()
-        if len(call) > MAX_INPUT_BYTES or _too_large(context):
-            return FAULTS["INPUT_TOO_LARGE"]
         text = _context_bytes(context)
+        if len(call) > MAX_INPUT_BYTES or len(text) > MAX_INPUT_BYTES:
+            return FAULTS["INPUT_TOO_LARGE"]
         with self._lock:
             try:
                 return self._live().evaluate(self._handle, call, text, self.call_fuel)
@@ -288,9 +305,10 @@ class RuleSet:
         return self._decide(_call_bytes(call, None), context_json(context), variant)
 
     def _decide(self, call: bytes, context: str, variant: Any) -> Outcome:
-        if len(call) > MAX_INPUT_BYTES or _too_large(context):
+        sent = _context_bytes(context)
+        if len(call) > MAX_INPUT_BYTES or len(sent) > MAX_INPUT_BYTES:
             return fault_outcome("INPUT_TOO_LARGE")
-        text = _context_bytes(context).decode("utf-8")
+        text = sent.decode("utf-8")
         with self._lock:
             try:
                 record = self._call("[method]rule-set.decide", call, text, variant)
@@ -334,10 +352,11 @@ class RuleSet:
             return self._checked("[method]rule-set.seal-payload", data, caller, id, expires)
 
     def list_exposable_json(self, context: str = '{"surface":"confirming"}') -> str:
-        if _too_large(context):
+        sent = _context_bytes(context)
+        if len(sent) > MAX_INPUT_BYTES:
             raise EngineFault("INPUT_TOO_LARGE", "the context is larger than this host accepts")
         with self._lock:
-            result = self._checked("[method]rule-set.list-exposable", context)
+            result = self._checked("[method]rule-set.list-exposable", sent.decode("utf-8"))
         return result
 
     def list_exposable(self, context: ContextLike = None) -> list[dict[str, Any]]:
@@ -345,6 +364,10 @@ class RuleSet:
         return json.loads(self.list_exposable_json(context_json(context)))["tools"]  # type: ignore[no-any-return]
 
     def turn_json(self, state: str, input: str) -> str:
+        # UTF-8 cannot carry a lone surrogate: refused (ValueError), as the
+        # npm package refuses it, never decided on a stand-in.
+        state = _runtime.text_argument(state, "the turn state")
+        input = _runtime.text_argument(input, "the turn input")
         if _too_large(state) or _too_large(input):
             raise EngineFault("INPUT_TOO_LARGE", "the turn state or input is larger than this host accepts")
         with self._lock:

@@ -236,13 +236,19 @@ def _own_component_sha256() -> bytes:
     return hashlib.sha256((_PACKAGE_DIR / COMPONENT_FILE).read_bytes()).digest()
 
 
-def _check_prepared_origin(wasm: bytes) -> None:
+def _check_prepared_origin(wasm: bytes, prepared: bool) -> None:
     """Refuses a prepared component made from another build's component than
     the one this package carries: its snapshot holds that build's engine
     state, which this package was not built against. A component without
-    the section is not a prepared one."""
+    the section is not a prepared one: refused where one is required
+    (``prepared``: a prepared directory's), as the Rust SDK refuses it."""
+    if not wasm.startswith(b"\0asm"):
+        # wasmtime would read any other text as WAT and compile it.
+        raise ComponentRefused("not a WebAssembly component (no \\0asm header)")
     origins = custom_sections(wasm, PREPARED_FROM)
     if not origins:
+        if prepared:
+            raise ComponentRefused(f"not a component `toolgate prepare` made (no `{PREPARED_FROM}` section)")
         return
     try:
         own = _own_component_sha256()
@@ -259,8 +265,8 @@ def _check_prepared_origin(wasm: bytes) -> None:
 class Runtime:
     """One wasmtime engine and the compiled component, shared by rule sets."""
 
-    def __init__(self, wasm: bytes) -> None:
-        _check_prepared_origin(wasm)
+    def __init__(self, wasm: bytes, *, prepared: bool = False) -> None:
+        _check_prepared_origin(wasm, prepared)
         self.engine = wasmtime.Engine(_compiled.engine_config(wasmtime))
         self.wasm_sha256 = hashlib.sha256(wasm).hexdigest()
         self.component = self._compile(wasm)
@@ -474,7 +480,11 @@ def runtime(component: Path | None = None) -> Runtime:
                 if component is None:
                     raise
                 raise ComponentRefused(f"cannot read {path}: {e.strerror} (os error {e.errno})") from None
-            found = _RUNTIMES[path] = Runtime(wasm)
+            try:
+                found = Runtime(wasm, prepared=component is not None)
+            except wasmtime.WasmtimeError as e:
+                raise ComponentRefused(f"{path} could not be compiled: {e}") from None
+            _RUNTIMES[path] = found
         return found
 
 

@@ -69,6 +69,13 @@ class Context:
     scopes: Sequence[str] | None = None
     allowed_tools: Sequence[str] | None = None
 
+    def __post_init__(self) -> None:
+        # A str is a sequence of its letters: Context(scopes=token.scope)
+        # would grant one-letter scopes (the engine refuses a string there).
+        for name in ("scopes", "allowed_tools"):
+            if isinstance(getattr(self, name), (str, bytes, bytearray)):
+                raise TypeError(f"Context.{name} must be a list of strings (or None), not a single string")
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"surface": self.surface}
         if self.scopes is not None:
