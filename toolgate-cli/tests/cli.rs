@@ -117,6 +117,31 @@ fn check_reports_lints_with_positions() {
     )
     .unwrap();
     let policy = policy.to_str().unwrap();
+    // Warnings only: exit 0, or 1 with --strict (a CI gate); a clean policy passes --strict.
+    let strict = run(
+        &[
+            "check",
+            "--strict",
+            "--policy",
+            policy,
+            "--catalog",
+            &plans("catalog.json"),
+        ],
+        b"",
+    );
+    assert_eq!(strict.status.code(), Some(1), "{strict:?}");
+    let clean = run(
+        &[
+            "check",
+            "--strict",
+            "--policy",
+            &plans("tool_policies.yaml"),
+            "--catalog",
+            &plans("catalog.json"),
+        ],
+        b"",
+    );
+    assert!(clean.status.success(), "{clean:?}");
     let out = run(&["check", "--policy", policy, "--catalog", &plans("catalog.json")], b"");
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();

@@ -158,6 +158,11 @@ struct CheckArgs {
     /// text (FILE:LINE:COL: severity: message (CODE) per line) or json (one document).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Exit 1 on a warning too (a stale pin, a write without confirmation, an
+    /// entry naming no tool): for a CI gate, where a rug-pulled tool must stop
+    /// the build, not only be held back at run time.
+    #[arg(long)]
+    strict: bool,
     /// Check against the tools this server lists (started, asked over stdio, stopped).
     #[arg(last = true, value_name = "SERVER_CMD")]
     server: Vec<String>,
@@ -537,7 +542,8 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
             println!("{report}");
         }
     }
-    Ok(if errors > 0 {
+    let failing = if args.strict { findings.len() } else { errors };
+    Ok(if failing > 0 {
         ExitCode::from(EXIT_NO)
     } else {
         ExitCode::SUCCESS
