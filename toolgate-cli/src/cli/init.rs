@@ -370,6 +370,26 @@ fn why(source: &str) -> &'static str {
     }
 }
 
+/// For a name that is not plain ASCII, the code points a reviewer cannot
+/// tell from their look-alikes (`рlain_write` with a Cyrillic `р` is
+/// another tool than `plain_write`, and may be a read where the other
+/// writes).
+fn non_ascii_note(name: &str) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let points: Vec<String> = name
+        .chars()
+        .filter(|c| !c.is_ascii() && seen.insert(*c))
+        .map(|c| format!("U+{:04X}", u32::from(c)))
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "The name is not plain ASCII: it holds {} (a name that looks the same is another tool).",
+        points.join(", ")
+    ))
+}
+
 fn starter_policy(server: &str, tools: &[Classified]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# A starter policy written by `toolgate init` from the tools of:");
@@ -385,6 +405,9 @@ fn starter_policy(server: &str, tools: &[Classified]) -> String {
         // A JSON string is a YAML double-quoted scalar: any name is safe.
         let key = serde_json::Value::String(tool.name.clone()).to_string();
         let _ = writeln!(out, "  {key}:");
+        if let Some(note) = non_ascii_note(&tool.name) {
+            let _ = writeln!(out, "    # {note}");
+        }
         let because = if tool.claimed_read_only {
             "the server's annotations say it only reads, which a policy does not take on the server's word"
         } else {
@@ -458,6 +481,21 @@ mod tests {
         let checked = text.replacen("    require_confirmation: true\n", "    operation_type: read_only\n", 1);
         assert_eq!(code(&checked, "says_it_reads"), None, "{checked}");
         assert_eq!(code(&checked, "plain").as_deref(), Some("CONFIRMATION_REQUIRED"));
+    }
+
+    /// Two names that look alike are told apart in the starter policy.
+    #[test]
+    fn a_look_alike_name_says_which_code_points_it_holds() {
+        let catalog = r#"{"tools":[
+          {"name":"plain_write","inputSchema":{"type":"object"}},
+          {"name":"\u0440lain_write","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}
+        ]}"#;
+        let engine = Engine::cached().unwrap();
+        let text = starter_policy("test", &classify(&engine, catalog).unwrap());
+        let notes: Vec<&str> = text.lines().filter(|l| l.contains("not plain ASCII")).collect();
+        assert_eq!(notes.len(), 1, "{text}");
+        assert!(notes[0].contains("U+0440"), "{text}");
+        assert!(engine.load(Some(&text), catalog).unwrap().findings().unwrap().is_empty(), "{text}");
     }
 
     #[test]
