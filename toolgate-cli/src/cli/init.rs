@@ -495,7 +495,15 @@ mod tests {
         let notes: Vec<&str> = text.lines().filter(|l| l.contains("not plain ASCII")).collect();
         assert_eq!(notes.len(), 1, "{text}");
         assert!(notes[0].contains("U+0440"), "{text}");
-        assert!(engine.load(Some(&text), catalog).unwrap().findings().unwrap().is_empty(), "{text}");
+        assert!(
+            engine
+                .load(Some(&text), catalog)
+                .unwrap()
+                .findings()
+                .unwrap()
+                .is_empty(),
+            "{text}"
+        );
     }
 
     #[test]
