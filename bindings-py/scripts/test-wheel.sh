@@ -41,6 +41,7 @@ if [ "${TOOLGATE_TEST_WHEEL_KEEP:-}" != "1" ]; then
 fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 pass() { echo "  ok: $*"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
 
 echo "== test-wheel: building the wheels (work dir $WORK)"
 "$PYTHON" -m venv "$WORK/build-venv"
@@ -164,8 +165,10 @@ echo "== test-wheel: platform wheel in a fresh venv ($(basename "$PLATFORM"), $M
 "$WORK/venv/bin/python" -m pip install -q "$PLATFORM" "$MCP_PIN" "$UV_PIN"
 where="$("$WORK/venv/bin/python" -c 'import mcp_toolgate; print(mcp_toolgate.__file__)')"
 case "$where" in "$WORK/venv/"*) pass "mcp_toolgate imported from the venv ($where)";; *) echo "FAIL: imported from $where" >&2; exit 1;; esac
-"$WORK/venv/bin/mcp-toolgate" --help | grep -q "proxy" && pass "mcp-toolgate --help is the native CLI's (lists proxy)"
-"$WORK/venv/bin/toolgate" --help | grep -q "proxy" && pass "toolgate --help too"
+"$WORK/venv/bin/mcp-toolgate" --help | grep -q "proxy" || fail "mcp-toolgate --help is not the native CLI's (no proxy)"
+pass "mcp-toolgate --help is the native CLI's (lists proxy)"
+"$WORK/venv/bin/toolgate" --help | grep -q "proxy" || fail "toolgate --help lists no proxy"
+pass "toolgate --help too"
 # The platform wheel's own native code (hatch_build.py): a first start with an
 # empty cache loads it and compiles nothing, so the cache stays empty.
 "$WORK/venv/bin/python" - "$PLATFORM" "$WORK/platform-cache" <<'PY'
@@ -240,7 +243,8 @@ print("  ok: the pure wheel compiled the component into the cache")
 PY
 printf '{"name":"x","inputSchema":{"type":"object"}}' | "$PYTHON" -c 'import sys,json; print(json.dumps({"tools":[json.load(sys.stdin)]}))' >"$WORK/run/catalog.json"
 out="$(echo '{"name":"x","arguments":{}}' | "$WORK/pure-venv/bin/mcp-toolgate" eval --catalog "$WORK/run/catalog.json")"
-echo "$out" | grep -q '"tool":"x"' && pass "pure wheel: mcp-toolgate eval decides in Python"
+echo "$out" | grep -q '"tool":"x"' || fail "pure wheel: mcp-toolgate eval printed $out"
+pass "pure wheel: mcp-toolgate eval decides in Python"
 set +e
 err="$("$WORK/pure-venv/bin/mcp-toolgate" proxy -- true 2>&1)"
 rc=$?

@@ -101,6 +101,8 @@ def _run_vector_file(vf: vectorfile.VectorFile) -> tuple[list[Any], set[str]]:
                     )
                 )
             )
+        else:
+            raise AssertionError(f"op {op!r} is not run here")
         seen()
     return out, paths
 

@@ -21,6 +21,13 @@ from mcp_toolgate import LoadError, ProblemError, RuleSet
 from mcp_toolgate.cli import main as cli_main
 
 SHARED = sorted(p for p in VECTORS.glob("*.json") if p.name != "host-faults.json")
+
+
+def test_the_shared_vectors_are_found() -> None:
+    """An empty or missing corpus would make every vector test below vanish."""
+    assert SHARED, f"no vector files in {VECTORS}"
+
+
 OWN = sorted((DATA / "vectors").glob("*.json"))
 
 
@@ -69,6 +76,8 @@ def run_file(vf: vectorfile.VectorFile) -> None:
             assert got == case["expect"], name
             if "expect_status" in case:
                 assert json.loads(got)["transaction_status"] == case["expect_status"], name
+        else:
+            raise AssertionError(f"{name}: op {op!r} is not run here")
 
 
 def _check_code(case: dict[str, Any], decision_json: str) -> None:

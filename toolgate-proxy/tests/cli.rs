@@ -43,7 +43,6 @@ fn an_upstream_that_prints_garbage_gets_a_clear_error_not_a_hang() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
     let mut stdin = child.stdin.take().unwrap();
     writeln!(
         stdin,
@@ -59,10 +58,10 @@ fn an_upstream_that_prints_garbage_gets_a_clear_error_not_a_hang() {
     assert_eq!(answer["error"]["code"], -32603);
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(message.contains("not a JSON-RPC message"), "{message}");
-    assert!(started.elapsed() < Duration::from_secs(10));
-    // Closing stdin ends the proxy (and its child) promptly.
+    // Closing stdin ends the proxy (and its child). The deadline is a hang
+    // guard, not a measure.
     drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(120);
     while child.try_wait().unwrap().is_none() {
         assert!(
             Instant::now() < deadline,
