@@ -23,7 +23,7 @@ for (const path of files) {
 
 test('runner rejects unknown fields and malformed files', () => {
   const outcome = { decision: '{}', forward: null, blocked_result: null, digest: null };
-  const ok = { spec: '§4', description: 'd', policy: null, catalog: 'c.json', cases: [{ name: 'a', op: 'evaluate', call: { name: 'x' }, expect: '{}' }] };
+  const ok = { spec: '§4', description: 'd', policy: null, catalog: 'c.json', cases: [{ name: 'a', op: 'evaluate', call: { name: 'x' }, expect: '{}', expect_code: null }] };
   validateVectorFile(structuredClone(ok), 'ok');
   validateVectorFile({ ...ok, cases: [
     { name: 'd', op: 'decide', call_text: '{}', context_text: '{}', confirmation: { seal: { payload: 'p', caller: '', now_ms: 1 } }, expect: outcome, expect_code: null },
@@ -40,14 +40,17 @@ test('runner rejects unknown fields and malformed files', () => {
     { ...ok, cases: undefined, expect_load_error: { code: 'X', hint: 1 } },
     { ...ok, cases: [{ name: 'a', op: 'strip_fields', tool: 't', expect: ['confirmed'] }] },
     { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, expect: '{}' }] },
-    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, confirmation: 'maybe', expect: outcome }] },
-    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, confirmation: { seal: { payload: 'p', caller: '', now_ms: 1, extra: 1 } }, expect: outcome }] },
-    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, expect: { ...outcome, extra: null } }] },
-    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, tool: 't', expect: outcome }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, confirmation: 'maybe', expect: outcome, expect_code: null }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, confirmation: { seal: { payload: 'p', caller: '', now_ms: 1, extra: 1 } }, expect: outcome, expect_code: null }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, expect: { ...outcome, extra: null }, expect_code: null }] },
+    { ...ok, cases: [{ name: 'a', op: 'decide', call: { name: 'x' }, tool: 't', expect: outcome, expect_code: null }] },
     { ...ok, cases: [{ name: 'a', op: 'seal_payload', call: { name: 'x' }, caller: '', id: 'i', expires_ms: -1, expect: 'p' }] },
     { ...ok, cases: [{ name: 'a', op: 'seal_payload', call: { name: 'x' }, confirmation: 'none', expect: 'p' }] },
     { ...ok, cases: [{ name: 'a', op: 'seal_payload', call: { name: 'x' }, expect: { error: 'X', more: 1 } }] },
     { ...ok, cases: [ok.cases[0], ok.cases[0]] },
+    // No hand-written anchor beside the engine-written bytes.
+    { ...ok, cases: [{ name: 'a', op: 'evaluate', call: { name: 'x' }, expect: '{}' }] },
+    { ...ok, cases: [{ name: 'a', op: 'turn', state: null, input: {}, expect: '{}' }] },
   ];
   for (const [i, v] of bad.entries()) {
     assert.throws(() => validateVectorFile(JSON.parse(JSON.stringify(v)), `bad${i}`), /bad\d+: /, `bad${i} must be rejected`);

@@ -11,6 +11,8 @@ export const pkgDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..
 export const vectorsDir = process.env.TOOLGATE_VECTORS_DIR ? resolve(process.env.TOOLGATE_VECTORS_DIR) : resolve(pkgDir, '..', 'tests', 'vectors');
 
 const FILE_KEYS = new Set(['spec', 'description', 'policy', 'policy_text', 'catalog', 'catalog_text', 'expect_load_error', 'cases']);
+/** Each op's hand-written expectation, required beside `expect`. */
+const HAND_WRITTEN = { evaluate: 'expect_code', decide: 'expect_code', list: 'expect_names', turn: 'expect_status' };
 const LOAD_ERROR_KEYS = new Set(['code', 'line', 'column']);
 const CASE_KEYS = {
   // component_only: a case the native engine (no guest meter) does not run.
@@ -73,6 +75,10 @@ export function validateVectorFile(v, where) {
     if (!keys) fail(`${at}: unknown op ${JSON.stringify(c.op)}`);
     for (const k of Object.keys(c)) if (!keys.has(k)) fail(`${at}: unknown field ${JSON.stringify(k)} for op ${c.op}`);
     if (!('expect' in c)) fail(`${at}: expect is required`);
+    // The hand-written anchor beside the engine-written bytes (`vectors --write`
+    // rewrites `expect`): a wrong engine cannot bless itself.
+    const anchor = HAND_WRITTEN[/** @type {keyof typeof HAND_WRITTEN} */ (c.op)];
+    if (anchor && !(anchor in c)) fail(`${at}: ${anchor} is required (written by hand)`);
     if ('context' in c && !isObject(c.context)) fail(`${at}: context must be an object`);
     if (['evaluate', 'decide', 'seal_payload'].includes(c.op)) {
       const n = ['call', 'call_text', 'call_hex'].filter((k) => k in c).length;
