@@ -12,7 +12,6 @@ BINDINGS = Path(__file__).resolve().parent.parent
 REPO = BINDINGS.parent
 VECTORS = REPO / "tests" / "vectors"
 FIXTURES = VECTORS / "fixtures"
-DATA = Path(__file__).resolve().parent / "data"
 EXAMPLES = REPO / "examples"
 RUST_CLI = Path(os.environ.get("TOOLGATE_RUST_CLI", REPO / "target" / "release" / "toolgate"))
 

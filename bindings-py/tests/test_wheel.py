@@ -16,7 +16,7 @@ import pytest
 
 import mcp_toolgate
 import vectorfile
-from conftest import BINDINGS, DATA, FIXTURES, REPO
+from conftest import BINDINGS, FIXTURES, REPO, VECTORS
 
 WASM = "mcp_toolgate/toolgate_policy.wasm"
 
@@ -107,7 +107,7 @@ def test_pip_install_into_a_fresh_venv_and_run_the_cli(tmp_path: Path) -> None:
         cwd=tmp_path,
     ).stdout
     assert where.startswith(str(env_dir))
-    vf = vectorfile.load(DATA / "vectors" / "retail.json")
+    vf = vectorfile.load(VECTORS / "retail-sample.json")
     cases = [c for c in vf.cases if c["op"] == "evaluate" and not c.get("context")]
     stdin = b"".join(vectorfile.call_bytes(c) + b"\n" for c in cases)
     args = ["--catalog", str(FIXTURES / "retail-tools.yaml"), "--policy", str(FIXTURES / "retail-policy.yaml")]
