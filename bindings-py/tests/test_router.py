@@ -14,8 +14,10 @@ from conftest import BINDINGS, EXAMPLES
 
 sys.path.insert(0, str(BINDINGS / "examples" / "retail"))
 import conversation
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.stdio import stdio_client
+from mcp.server.lowlevel import Server
+from mcp.shared.memory import create_connected_server_and_client_session
 
 from mcp_toolgate import RuleSet
 from mcp_toolgate.router import McpToolRouter
@@ -163,17 +165,6 @@ class ListingFails(FakeSession):
         raise ConnectionError("server down")
 
 
-class PagedSession(FakeSession):
-    """Lists one tool per `tools/list` page, as a server with a cursor does."""
-
-    async def list_tools(self, *, params: Any = None) -> Any:
-        from types import SimpleNamespace
-
-        page = int(params.cursor) if params is not None else 0
-        more = str(page + 1) if page + 1 < len(self.tools) else None
-        return SimpleNamespace(tools=[SimpleNamespace(name=self.tools[page])], nextCursor=more)
-
-
 def test_a_tool_two_servers_offer_runs_on_neither_unless_mapped() -> None:
     rules = RuleSet.from_files(CATALOG, POLICY)
     calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
@@ -223,11 +214,32 @@ def test_a_server_that_cannot_list_runs_nothing_on_a_guess_but_a_map_still_route
 
 
 def test_every_page_of_a_server_s_tools_is_read() -> None:
-    rules = RuleSet.from_files(CATALOG, POLICY)
-    paged = PagedSession(["solicitar_devolucao", "consultar_pedido"])
-    calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
-    outcome = asyncio.run(McpToolRouter(rules, [paged]).run_turn(None, calls))
-    assert [r.ok for r in outcome.executed] == [True] and paged.calls == [("consultar_pedido", {"order_id": "1"})]
+    """A real SDK server that lists one tool per page (its cursor): the
+    router finds the tool on the last page and runs it there."""
+    names = ["solicitar_devolucao", "cancelar_tudo", "consultar_pedido"]
+    server: Server[Any, Any] = Server("paged")
+    ran: list[tuple[str, dict[str, Any]]] = []
+
+    @server.list_tools()
+    async def list_tools(request: types.ListToolsRequest) -> types.ListToolsResult:
+        page = int(request.params.cursor) if request.params and request.params.cursor else 0
+        tool = types.Tool(name=names[page], inputSchema={"type": "object"})
+        more = str(page + 1) if page + 1 < len(names) else None
+        return types.ListToolsResult(tools=[tool], nextCursor=more)
+
+    @server.call_tool()
+    async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
+        ran.append((name, arguments))
+        return [types.TextContent(type="text", text="ok")]
+
+    async def turn() -> Any:
+        async with create_connected_server_and_client_session(server) as session:
+            calls = [{"name": "consultar_pedido", "arguments": {"order_id": "1"}}]
+            return await McpToolRouter(RuleSet.from_files(CATALOG, POLICY), [session]).run_turn(None, calls)
+
+    outcome = asyncio.run(turn())
+    assert [r.ok for r in outcome.executed] == [True], outcome.executed
+    assert ran == [("consultar_pedido", {"order_id": "1"})]
 
 
 def test_a_planned_turn_is_saved_before_its_calls_run() -> None:
