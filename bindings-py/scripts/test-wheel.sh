@@ -43,6 +43,17 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 pass() { echo "  ok: $*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# objdump cross-checks the platform wheel's glibc tag (Debian's binutils).
+if ! command -v objdump >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q binutils >/dev/null
+  else
+    echo "objdump is not installed and this is not root: install Debian's binutils" >&2
+    exit 1
+  fi
+fi
+
 echo "== test-wheel: building the wheels (work dir $WORK)"
 "$PYTHON" -m venv "$WORK/build-venv"
 "$WORK/build-venv/bin/python" -m pip install -q --upgrade pip
@@ -70,7 +81,7 @@ try:
         fail(f"tag glibc {m.groups()} but the binary needs GLIBC_{need}")
     print(f"  ok: platform wheel {platform.rsplit('/', 1)[1]} (objdump: newest GLIBC_{need[0]}.{need[1]})")
 except FileNotFoundError:
-    print(f"  ok: platform wheel {platform.rsplit('/', 1)[1]} (no objdump to cross-check the glibc version)")
+    fail("objdump is needed to cross-check the platform wheel's glibc tag (Debian: binutils)")
 with zipfile.ZipFile(platform) as z:
     info = z.getinfo("mcp_toolgate/_native/toolgate")
     mode = info.external_attr >> 16

@@ -24,6 +24,8 @@ direct, proxied = summary(sys.argv[1]), summary(sys.argv[2])
 if not direct:
     sys.exit("no scenarios ran directly")
 passing = sorted(s for s, ok in direct.items() if ok)
+if not passing:
+    sys.exit("no scenario passes directly against the reference server: nothing to compare")
 regressions = [s for s in passing if not proxied.get(s, False)]
 for s in passing:
     print(("ok   " if s not in regressions else "FAIL ") + f"conformance {s}: passes directly and through the proxy")
