@@ -1,7 +1,7 @@
 // Every tests/vectors/*.json (but host-faults.json) through Node, byte for byte.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { Toolgate } from '../src/index.js';
 import { runFile } from './lib/vector-exec.mjs';
 import { checkResult, loadVectorFile, validateVectorFile, vectorFiles, vectorsDir } from './lib/vectors.mjs';
@@ -11,6 +11,10 @@ test(`vector files found in ${vectorsDir}`, (t) => {
   t.diagnostic(`${files.length} vector file(s)`);
   // The shared corpus, not a directory that happens to be empty or missing.
   assert.ok(files.length > 0, `no vector files in ${vectorsDir}`);
+  // Only tests/vectors/*.json is enumerated by every runner; a new folder
+  // there would be run by nobody unless each runtime learns it.
+  const folders = readdirSync(vectorsDir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  assert.deepEqual(folders, ['fixtures', 'seals']);
 });
 
 for (const path of files) {
