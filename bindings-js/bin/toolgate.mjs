@@ -52,20 +52,6 @@ const EX_DENIED = 1;
 const EX_USAGE = 64;
 const EX_LOAD = 2;
 
-/**
- * `--call` as given. Node has already decoded the command line, writing
- * U+FFFD for bytes that are not UTF-8, so the call's own bytes are lost:
- * refused as the Rust CLI refuses argv that is not UTF-8 (a call that
- * really holds U+FFFD goes on stdin).
- * @param {string | undefined} call
- */
-function checkedCall(call) {
-  if (call !== undefined && call.includes('\uFFFD')) {
-    usageError('--call holds U+FFFD, the mark of bytes that are not UTF-8 in the command line; pass such a call on stdin');
-  }
-  return call;
-}
-
 function usageError(/** @type {string} */ message) {
   process.stderr.write(`toolgate: ${message}\n${USAGE}`);
   process.exit(EX_USAGE);
@@ -82,6 +68,13 @@ function list(/** @type {string} */ value) {
 
 /** @param {string[]} argv */
 function parseArgs(argv) {
+  // Node has already decoded the command line, writing U+FFFD for bytes that
+  // are not UTF-8: such an argument's bytes are lost (a `--call` would be
+  // decided as the U+FFFD tool, a scope granted as U+FFFD). Refused as the
+  // Rust CLI refuses argv that is not UTF-8; a call holding U+FFFD goes on stdin.
+  if (argv.some((arg) => arg.includes('\uFFFD'))) {
+    usageError('an argument holds U+FFFD, the mark of bytes that are not UTF-8 in the command line; pass such a call on stdin');
+  }
   const [command, ...rest] = argv;
   if (command === '--help' || command === '-h' || command === 'help') {
     process.stdout.write(USAGE);
@@ -131,7 +124,7 @@ function parseArgs(argv) {
   if (flags['--allow'] !== undefined) context.allowed_tools = list(flags['--allow']);
   return {
     command, policyPath: flags['--policy'], catalogPath: flags['--catalog'], preparedDir: flags['--prepared'], context: JSON.stringify(context),
-    call: checkedCall(flags['--call']), failOnDeny: flags['--fail-on-deny'] !== undefined,
+    call: flags['--call'], failOnDeny: flags['--fail-on-deny'] !== undefined,
   };
 }
 

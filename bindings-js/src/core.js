@@ -15,7 +15,7 @@ import { HOST_FAULTS, MAX_INPUT_BYTES } from './faults.js';
 import { CONTRACT_VERSION } from './contract.js';
 import { FASTPATH_BY_ENV, injectTrap, kHideFromAbi } from './abi.js';
 import { checkPreparedOrigin, findingFromWit, getDefaultModule, isMeterTrap, loadEngine, now, problemOf, setDefaultModule } from './runtime.js';
-import { callBytes, contextJson, limitOption, u64, utf8Length, wellFormed, witConfirmation } from './inputs.js';
+import { callBytes, contextJson, limitOption, optionsOf, u64, utf8Length, wellFormed, witConfirmation } from './inputs.js';
 import { engineJson } from './calljson.js';
 import { CallOutcome, Decision, ToolList, TurnState, engineFault, faultDecision, faultOutcome } from './results.js';
 import { ComponentError, EngineTrapError, InputTooLargeError, ProblemError, ToolgateError } from './errors.js';
@@ -49,19 +49,12 @@ export const DEFAULT_DEADLINE_MS = 5000;
 const OPTION_KEYS = /** @type {const} */ (['policy', 'catalog', 'module', 'fastPath', 'maxMemoryBytes', 'deadlineMs', 'prepared']);
 
 /**
- * The load options `options` holds as its own properties: one inherited
- * from a polluted `Object.prototype` (a `policy` among them, which would
- * load rules nobody gave) is no option.
+ * The load options (see `optionsOf`).
  * @param {unknown} options
  * @returns {Partial<LoadOptions>}
  */
 function ownOptions(options) {
-  /** @type {Record<string, unknown>} */
-  const own = Object.create(null);
-  if (options !== null && typeof options === 'object') {
-    for (const key of OPTION_KEYS) if (Object.hasOwn(options, key)) own[key] = /** @type {any} */ (options)[key];
-  }
-  return own;
+  return /** @type {Partial<LoadOptions>} */ (optionsOf(options, OPTION_KEYS));
 }
 
 const kInjectTrap = Symbol.for('toolgate.test.injectTrap');

@@ -118,6 +118,31 @@ export function callBytes(call) {
 }
 
 /**
+ * The options `keys` an options object gives, its own or its prototypes'
+ * (a class's getters, `Object.create(defaults)`), never `Object.prototype`'s:
+ * a key found there is prototype pollution (an inherited `policy` would load
+ * rules nobody gave, an inherited `confirmation` would take the model's
+ * word), refused with a TypeError rather than read or silently dropped.
+ * @param {unknown} options
+ * @param {readonly string[]} keys
+ * @returns {Record<string, unknown>}
+ */
+export function optionsOf(options, keys) {
+  /** @type {Record<string, unknown>} */
+  const given = Object.create(null);
+  if (options === null || typeof options !== 'object') return given;
+  for (const key of keys) {
+    for (let at = options; at !== null; at = Object.getPrototypeOf(at)) {
+      if (!Object.hasOwn(at, key)) continue;
+      if (at === Object.prototype) throw new TypeError(`Object.prototype has a property \`${key}\` (prototype pollution?): no option is read from it`);
+      given[key] = Reflect.get(options, key);
+      break;
+    }
+  }
+  return given;
+}
+
+/**
  * A positive limit (Infinity: none) from the options, or the default.
  * @param {unknown} value
  * @param {string} name

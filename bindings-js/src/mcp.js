@@ -9,6 +9,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { callJson, sortedJson } from './calljson.js';
 import { parseExact } from './results.js';
+import { optionsOf } from './inputs.js';
 import { Toolgate } from './index.js';
 
 /**
@@ -208,19 +209,26 @@ function enforced(name, outcome, unknownTool = unknownToolResult) {
 
 const isPlainObject = (/** @type {unknown} */ v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+const GUARD_OPTION_KEYS = ['gate', 'policy', 'onLoad', 'context', 'confirmation', 'onDecision', 'unknownTool', 'structuredContent'];
+
 /** Where an MCP 2026-07-28 request declares its client's capabilities. */
 const CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
 
 /**
- * Whether a client's capabilities declare form elicitation (`elicitation:
- * {}` means form, as in MCP 2025-06-18; a URL-only client cannot be asked a
- * form). Something unreadable there counts as declared.
+ * Whether a client's capabilities declare form elicitation (docs/spec.md §8;
+ * the table every host is tested on: tests/vectors/fixtures/form-elicitation.json).
+ * `elicitation: {}` means form, as in MCP 2025-06-18; a member that is null
+ * is absent; a URL-only client cannot be asked a form; an `elicitation` that
+ * is not an object cannot be read, and counts as declared.
  * @param {unknown} capabilities
  */
-const declaresFormElicitation = (capabilities) => {
-  const elicitation = isPlainObject(capabilities) ? /** @type {any} */ (capabilities).elicitation : undefined;
-  if (elicitation === undefined || elicitation === null) return false;
-  return !isPlainObject(elicitation) || Object.keys(elicitation).length === 0 || Object.hasOwn(elicitation, 'form');
+export const declaresFormElicitation = (capabilities) => {
+  if (!isPlainObject(capabilities) || !Object.hasOwn(/** @type {object} */ (capabilities), 'elicitation')) return false;
+  const elicitation = /** @type {any} */ (capabilities).elicitation;
+  if (elicitation === null || elicitation === undefined) return false;
+  if (!isPlainObject(elicitation)) return true;
+  const member = (/** @type {string} */ key) => (Object.hasOwn(elicitation, key) ? elicitation[key] : null) ?? null;
+  return member('form') !== null || member('url') === null;
 };
 
 /**
@@ -244,15 +252,18 @@ export function defaultContext(extra) {
  *
  * @template T
  * @param {T} guarded an `McpServer` or a `Server` of @modelcontextprotocol/sdk
- * @param {GuardOptions} options
+ * @param {GuardOptions} guardOptions
  * @returns {T}
  */
-export function guardServer(guarded, options) {
+export function guardServer(guarded, guardOptions) {
+  // Read once, never from Object.prototype (an inherited `confirmation:
+  // 'argument'` would take every model's word): inputs.js optionsOf.
+  const options = /** @type {GuardOptions & { structuredContent?: unknown }} */ (optionsOf(guardOptions, GUARD_OPTION_KEYS));
   const target = /** @type {any} */ (guarded);
   if (target && typeof target === 'object' && toolsOwner.has(target)) {
     throw new TypeError(`guardServer: ${OWNED_SERVER}`);
   }
-  const { gate: fixedGate } = options ?? {};
+  const { gate: fixedGate } = options;
   if (fixedGate !== undefined && (!fixedGate || typeof fixedGate.decide !== 'function')) throw new TypeError('guardServer: gate must be a Toolgate');
   if (fixedGate === undefined && typeof target?.registerTool !== 'function') {
     throw new TypeError('guardServer needs { gate: Toolgate } (a low-level Server), or an McpServer to derive the catalog from');

@@ -174,9 +174,12 @@ function load(module, options, fastPath) {
     inst = instantiateComponent(module, { fastPath, hide: options.hide });
   } catch (e) {
     const why = /** @type {any} */ (e)?.message ?? e;
-    // A trap is the engine's (its start, its memory); anything else is a
-    // module that is not this package's component (missing imports or exports).
-    if (!(e instanceof WebAssembly.RuntimeError)) throw new ComponentError(`the core module is not the toolgate component: ${why}`);
+    // Missing imports or exports (a LinkError, or the glue's TypeError on an
+    // export it cannot find): a module that is not this package's component.
+    // A trap or a failed allocation is the engine's: ENGINE_TRAP, as before.
+    if (e instanceof WebAssembly.LinkError || e instanceof WebAssembly.CompileError || e instanceof TypeError) {
+      throw new ComponentError(`the core module is not the toolgate component: ${why}`);
+    }
     throw new EngineTrapError(`the policy engine could not be instantiated: ${why}`, e);
   }
   let checked = checkedModules.get(module);

@@ -133,14 +133,16 @@ test('cli: eval --call decides the one call; --fail-on-deny exits 1 on a denial,
     [['--fail-on-deny'], `${allowed}\n\n`, 0, [true]],
   ];
   // Node decoded the command line already, U+FFFD for bytes that are not
-  // UTF-8: such a call's bytes are lost, so it is refused (the Rust CLI
-  // refuses argv that is not UTF-8); on stdin its bytes are decided.
-  const lossy = spawnSync('/bin/sh', ['-c', 'exec "$@" --call "$(printf %b "$CALL")"', 'sh', process.execPath, bin, 'eval', ...plans], {
-    env: { ...process.env, CALL: '{"name":"consultar_plano\\0377","arguments":{}}' },
-  });
-  assert.equal(lossy.status, 64, lossy.stderr.toString());
-  assert.equal(lossy.stdout.length, 0);
-  assert.match(lossy.stderr.toString(), /U\+FFFD/);
+  // UTF-8: such an argument's bytes are lost, so it is refused (the Rust CLI
+  // refuses argv that is not UTF-8); on stdin a call's bytes are decided.
+  for (const [flag, value] of [['--call', '{"name":"consultar_plano\\0377","arguments":{}}'], ['--scopes', 'plans:write\\0377']]) {
+    const lossy = spawnSync('/bin/sh', ['-c', 'exec "$@" "$FLAG" "$(printf %b "$VALUE")"', 'sh', process.execPath, bin, 'eval', ...plans], {
+      env: { ...process.env, FLAG: flag, VALUE: value }, input: `${allowed}\n`,
+    });
+    assert.equal(lossy.status, 64, `${flag}: ${lossy.stderr}`);
+    assert.equal(lossy.stdout.length, 0);
+    assert.match(lossy.stderr.toString(), /U\+FFFD/);
+  }
   for (const [flags, stdin, status, oks] of cases) {
     const r = node(['eval', ...plans, ...flags], stdin);
     const what = `${flags.join(' ')} < ${JSON.stringify(stdin)}`;

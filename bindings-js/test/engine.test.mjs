@@ -438,25 +438,30 @@ test('the evaluate fast path (canonical ABI) and jco\'s wrapper give the same by
   }
 });
 
-test('load options are read from the object itself: a polluted Object.prototype gives no policy, module or limit', async () => {
-  // Legacy rules (no policy): the write waits for confirmation; a `policy`
-  // inherited from Object.prototype would make it read_only.
+test('load options: a class or Object.create gives them; Object.prototype never does (prototype pollution is refused)', async () => {
+  // Legacy rules (no policy): the write waits for confirmation; the policy
+  // below makes it read_only.
   const write = { name: 'alterar_plano', arguments: { customer_id: 'c-1', new_plan_id: 'GOLD' } };
-  const before = (await Toolgate.load({ catalog: plansCatalog })).evaluate(write).json;
+  const legacy = (await Toolgate.load({ catalog: plansCatalog })).evaluate(write).json;
+  assert.equal(JSON.parse(legacy).error.code, 'CONFIRMATION_REQUIRED');
+  const readOnly = 'version: 1\ntool_policies:\n  alterar_plano:\n    operation_type: read_only\n';
+  // Inherited from the host's own prototype: taken (dropping it would load no policy).
+  const inherited = Object.create({ policy: readOnly });
+  inherited.catalog = plansCatalog;
+  assert.equal((await Toolgate.load(inherited)).evaluate(write).ok, true);
+  class Options { get policy() { return readOnly; } get catalog() { return plansCatalog; } }
+  assert.equal((await Toolgate.load(/** @type {any} */ (new Options()))).evaluate(write).ok, true);
+  // From Object.prototype: refused, never read and never silently dropped.
   const proto = /** @type {any} */ (Object.prototype);
-  proto.policy = 'version: 1\ntool_policies:\n  alterar_plano:\n    operation_type: read_only\n';
-  proto.module = new Uint8Array([1, 2, 3]);
-  proto.maxMemoryBytes = 1;
-  try {
-    const loaded = await Toolgate.load({ catalog: plansCatalog });
-    assert.equal(loaded.evaluate(write).json, before);
-    assert.equal(Toolgate.fromModule(/** @type {any} */ ({ module: await WebAssembly.compile(readFileSync(new URL('../gen/toolgate_policy.core.wasm', import.meta.url))), catalog: plansCatalog })).evaluate(write).json, before);
-  } finally {
-    delete proto.policy;
-    delete proto.module;
-    delete proto.maxMemoryBytes;
+  for (const [key, value] of /** @type {const} */ ([['policy', readOnly], ['module', new Uint8Array([1, 2, 3])], ['maxMemoryBytes', 1]])) {
+    proto[key] = value;
+    try {
+      await assert.rejects(Toolgate.load({ catalog: plansCatalog }), (e) => e instanceof TypeError && e.message.includes(`\`${key}\``), key);
+    } finally {
+      delete proto[key];
+    }
   }
-  assert.equal(JSON.parse(before).error.code, 'CONFIRMATION_REQUIRED');
+  assert.equal((await Toolgate.load({ catalog: plansCatalog })).evaluate(write).json, legacy);
 });
 
 test('bytes that are not the component are COMPONENT_INVALID, not a bare CompileError or ENGINE_TRAP', async () => {

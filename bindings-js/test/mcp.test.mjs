@@ -17,7 +17,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, CallToolResultSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { Toolgate } from '../src/index.js';
-import { guardServer } from '../src/mcp.js';
+import { declaresFormElicitation, guardServer } from '../src/mcp.js';
 import { loadVectorFile, pkgDir, vectorsDir } from './lib/vectors.mjs';
 
 const fixtures = join(vectorsDir, 'fixtures');
@@ -196,6 +196,35 @@ test("confirmation 'argument' never takes the model's word from a client that de
     } finally {
       await client.close();
     }
+  }
+});
+
+test('declared form elicitation: the shared table of capability shapes (docs/spec.md §8)', () => {
+  const table = JSON.parse(readFileSync(join(fixtures, 'form-elicitation.json'), 'utf8'));
+  assert.ok(table.cases.length > 10);
+  for (const { capabilities, declares_form } of table.cases) {
+    assert.equal(declaresFormElicitation(capabilities), declares_form, JSON.stringify(capabilities));
+  }
+});
+
+test("guardServer's options never come from Object.prototype (an inherited confirmation: 'argument' is refused)", async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const proto = /** @type {any} */ (Object.prototype);
+  proto.confirmation = 'argument';
+  try {
+    assert.throws(() => guardServer(plansServer([]), { gate }), (e) => e instanceof TypeError && /`confirmation`/.test(e.message));
+  } finally {
+    delete proto.confirmation;
+  }
+  // A host's own defaults object is read.
+  const ran = /** @type {any[]} */ ([]);
+  const client = await connect(guardServer(plansServer(ran), Object.create({ gate, confirmation: 'argument', context: () => ({ surface: 'confirming' }) })));
+  try {
+    const ok = await client.callTool({ name: 'alterar_plano', arguments: { customer_id: '1', new_plan_id: 'GOLD', confirmed: true } });
+    assert.ok(!ok.isError, JSON.stringify(ok));
+    assert.equal(ran.length, 1);
+  } finally {
+    await client.close();
   }
 });
 

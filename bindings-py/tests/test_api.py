@@ -201,6 +201,10 @@ def test_lone_surrogates_are_sent_as_the_npm_package_sends_them(retail_rules: Ru
     engine refuses, however a backslash stands before it (an escape in its
     place made `x\\` plus the surrogate a valid, granted scope); turn state
     and input, and rule texts, refused, never decided on a stand-in."""
+    # Two surrogate code points in a row are no character in a Python str:
+    # refused, never read as the character their escapes would pair to.
+    pair = retail_rules.evaluate({"name": "consultar_pedido", "arguments": {"order_id": "\ud83d\ude00"}})
+    assert pair.code == "BAD_REQUEST", pair.json
     as_object = retail_rules.evaluate({"name": "consultar_pedido", "arguments": {"order_id": "x\ud800"}})
     as_text = retail_rules.evaluate(b'{"name":"consultar_pedido","arguments":{"order_id":"x\\ud800"}}')
     assert as_object.code == "BAD_REQUEST" and as_object.json == as_text.json

@@ -22,7 +22,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import AfterValidator, Field
 
 import vectorfile
-from conftest import VECTORS
+from conftest import FIXTURES, VECTORS
 from mcp_toolgate import Context
 from mcp_toolgate.middleware import protect
 from test_exact_args import _Lines
@@ -269,6 +269,27 @@ def test_argument_never_takes_the_models_word_from_a_client_that_can_be_asked() 
             assert result.isError and json.loads(result.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
             assert ran == []
     assert asked == []
+
+
+def test_declared_form_elicitation_follows_the_shared_table() -> None:
+    """One rule in every host (docs/spec.md §8): the capability shapes of
+    tests/vectors/fixtures/form-elicitation.json, as JSON and, where the
+    SDK's model takes them, as that model."""
+    from mcp_toolgate.middleware import _declares_form_elicitation
+
+    table = json.loads((FIXTURES / "form-elicitation.json").read_text(encoding="utf-8"))
+    assert len(table["cases"]) > 10
+    modelled = 0
+    for case in table["cases"]:
+        shape, expected = case["capabilities"], case["declares_form"]
+        assert _declares_form_elicitation(shape) is expected, shape
+        try:
+            model = types.ClientCapabilities.model_validate(shape)
+        except ValueError:
+            continue  # the SDK refuses the shape in a handshake
+        modelled += 1
+        assert _declares_form_elicitation(model) is expected, shape
+    assert modelled > 5
 
 
 def test_hidden_tool_answers_exactly_like_an_unknown_tool() -> None:

@@ -399,17 +399,28 @@ pub fn private_listing(mut result: ListToolsResult) -> ListToolsResult {
 }
 
 /// Whether an MCP 2026-07-28 request declared form elicitation in its own
-/// `_meta` (`elicitation: {}` means form, as in 2025-06-18).
+/// `_meta`, read from the JSON as sent (an `elicitation` rmcp's type cannot
+/// read still counts).
 pub fn declares_form_elicitation(meta: &rmcp::model::RequestMetaObject) -> bool {
-    let Some(caps) = meta.client_capabilities() else {
-        return false;
-    };
-    let Ok(Value::Object(caps)) = serde_json::to_value(caps) else {
-        return false;
-    };
-    match caps.get("elicitation") {
-        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
-        _ => false,
+    meta.get("io.modelcontextprotocol/clientCapabilities")
+        .is_some_and(capabilities_declare_form_elicitation)
+}
+
+/// Whether a client's capabilities declare form elicitation (docs/spec.md
+/// §8; every host is tested on tests/vectors/fixtures/form-elicitation.json):
+/// `elicitation: {}` means form, as in MCP 2025-06-18; a null member is
+/// absent; a URL-only client cannot be asked a form; an `elicitation` that is
+/// not an object cannot be read, and counts as declared. (rmcp's
+/// `supported_elicitation_modes` reads a handshake's typed capabilities the
+/// same way.)
+pub fn capabilities_declare_form_elicitation(capabilities: &Value) -> bool {
+    match capabilities.get("elicitation") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(modes)) => {
+            let given = |key: &str| modes.get(key).is_some_and(|v| !v.is_null());
+            given("form") || !given("url")
+        }
+        Some(_) => true,
     }
 }
 
@@ -455,6 +466,33 @@ pub fn elicitation_params(message: &str) -> Value {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn declared_form_elicitation_follows_the_shared_table() {
+        let table: Value = serde_json::from_str(include_str!(
+            "../../tests/vectors/fixtures/form-elicitation.json"
+        ))
+        .unwrap();
+        let cases = table["cases"].as_array().unwrap();
+        assert!(cases.len() > 10);
+        for case in cases {
+            let capabilities = &case["capabilities"];
+            assert_eq!(
+                capabilities_declare_form_elicitation(capabilities),
+                case["declares_form"].as_bool().unwrap(),
+                "{capabilities}"
+            );
+            let meta: rmcp::model::RequestMetaObject = serde_json::from_value(
+                json!({ "io.modelcontextprotocol/clientCapabilities": capabilities }),
+            )
+            .unwrap();
+            assert_eq!(
+                declares_form_elicitation(&meta),
+                case["declares_form"].as_bool().unwrap(),
+                "{capabilities}"
+            );
+        }
+    }
 
     #[test]
     fn prompt_shows_invisible_characters_escaped() {

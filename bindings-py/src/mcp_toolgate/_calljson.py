@@ -39,7 +39,10 @@ from typing import Any
 
 REFUSED = "undefined"
 MAX_DEPTH = 200
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# A surrogate that is not half of a pair: a pair of surrogate code points
+# (a str can hold one; no JavaScript string can) stays raw, invalid UTF-8 the
+# engine refuses, since its escapes would read as the character they pair to.
+_LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 
 _AS_PYDANTIC_JSON = (datetime.datetime, datetime.date, datetime.time, datetime.timedelta, uuid.UUID)
 
@@ -89,7 +92,7 @@ def _string(s: str) -> str:
     text = encode_basestring(s)
     if s.isascii():
         return text
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _float(v: float) -> str:

@@ -369,14 +369,22 @@ def _owner_of(handler: Any, lowlevel: Any, depth: int = 0) -> Any:
 
 
 def _declares_form_elicitation(capabilities: Any) -> bool:
-    """Whether a client's capabilities declare form elicitation
-    (``elicitation: {}`` means form, as in MCP 2025-06-18; a URL-only client
-    cannot be asked a form). Something unreadable counts as declared."""
-    elicitation = getattr(capabilities, "elicitation", None)
+    """Whether a client's capabilities (the SDK's model, or their JSON)
+    declare form elicitation (docs/spec.md §8; the table every host is tested
+    on: tests/vectors/fixtures/form-elicitation.json). ``elicitation: {}``
+    means form, as in MCP 2025-06-18; a member that is null is absent; a
+    URL-only client cannot be asked a form; an ``elicitation`` that is not an
+    object cannot be read, and counts as declared."""
+    if hasattr(capabilities, "model_dump"):
+        capabilities = capabilities.model_dump(by_alias=True, exclude_none=True)
+    if not isinstance(capabilities, Mapping):
+        return False
+    elicitation = capabilities.get("elicitation")
     if elicitation is None:
         return False
-    modes = elicitation.model_dump(exclude_none=True) if hasattr(elicitation, "model_dump") else elicitation
-    return not isinstance(modes, Mapping) or not modes or "form" in modes
+    if not isinstance(elicitation, Mapping):
+        return True
+    return elicitation.get("form") is not None or elicitation.get("url") is None
 
 
 class Guard:

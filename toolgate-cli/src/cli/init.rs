@@ -194,14 +194,14 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
     Ok(if left > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// `text`'s lines with the pin of each stale entry `take` accepts rewritten
-/// to its current definition, and the (tool, hash) pairs rewritten.
 /// The tool a `PIN_MISMATCH` finding is about: its path is
 /// `tool_policies.<tool>`.
 fn pinned_tool(problem: &toolgate::Problem) -> &str {
     problem.path.strip_prefix("tool_policies.").unwrap_or(&problem.path)
 }
 
+/// `text`'s lines with the pin of each stale entry `take` accepts rewritten
+/// to its current definition, and the (tool, hash) pairs rewritten.
 fn repinned_lines(
     text: &str,
     stale: &[toolgate::Problem],

@@ -318,8 +318,9 @@ async def main():
         pids = server_pids(root)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
-        # A hang guard, not a measure: the error names the upstream, so the
-        # gateway noticed the exit rather than waiting out its own timeout.
+        # A hang guard, not a measure: it is shorter than the gateway's own
+        # request timeout (300 s), so an answer here is the gateway noticing
+        # the exit, not waiting out that timeout.
         result = await asyncio.wait_for(call, 60)
         return pids, result
 
