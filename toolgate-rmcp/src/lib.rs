@@ -469,10 +469,8 @@ mod tests {
 
     #[test]
     fn declared_form_elicitation_follows_the_shared_table() {
-        let table: Value = serde_json::from_str(include_str!(
-            "../../tests/vectors/fixtures/form-elicitation.json"
-        ))
-        .unwrap();
+        let table: Value =
+            serde_json::from_str(include_str!("../../tests/vectors/fixtures/form-elicitation.json")).unwrap();
         let cases = table["cases"].as_array().unwrap();
         assert!(cases.len() > 10);
         for case in cases {
@@ -482,10 +480,8 @@ mod tests {
                 case["declares_form"].as_bool().unwrap(),
                 "{capabilities}"
             );
-            let meta: rmcp::model::RequestMetaObject = serde_json::from_value(
-                json!({ "io.modelcontextprotocol/clientCapabilities": capabilities }),
-            )
-            .unwrap();
+            let meta: rmcp::model::RequestMetaObject =
+                serde_json::from_value(json!({ "io.modelcontextprotocol/clientCapabilities": capabilities })).unwrap();
             assert_eq!(
                 declares_form_elicitation(&meta),
                 case["declares_form"].as_bool().unwrap(),
