@@ -1023,6 +1023,14 @@ impl SessionState {
         *request.extensions_mut() = Extensions::default();
         request.get_meta_mut().extend(end_to_end_meta(&ctx.meta).into());
         let client_token = ctx.meta.get_progress_token();
+        if let Some(token) = &client_token
+            && let Ok(token) = serde_json::to_value(token)
+        {
+            // Mapped by `Ordered::send` before the request is written: the
+            // upstream's first progress notification can come back before
+            // this task runs again (it was dropped, unmapped, under load).
+            request.get_meta_mut().insert(CLIENT_PROGRESS_META.to_owned(), token);
+        }
         let options = PeerRequestOptions::with_timeout(self.config.timeout).reset_timeout_on_progress();
         let started = std::time::Instant::now();
         let handle = match up.peer.send_cancellable_request(request, options).await {
@@ -1031,9 +1039,6 @@ impl SessionState {
         };
         let upstream_token = handle.progress_token.clone();
         let id = handle.id.clone();
-        if let Some(token) = client_token {
-            self.progress_map().insert(upstream_token.clone(), token);
-        }
         let result = tokio::select! {
             r = handle.await_response() => r,
             () = ctx.ct.cancelled() => {
@@ -1108,6 +1113,12 @@ impl SessionState {
                 .extend(end_to_end_meta(&context.meta).into());
             let _ = up.peer.send_notification(notification).await;
         }
+    }
+
+    /// The client's progress token for the upstream's, set as a forwarded
+    /// request is written upstream (`Ordered::send`).
+    pub(crate) fn map_progress(&self, upstream: ProgressToken, client: ProgressToken) {
+        self.progress_map().insert(upstream, client);
     }
 
     fn progress_map(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressToken>> {
@@ -2169,6 +2180,11 @@ impl Service<RoleClient> for UpstreamHandler {
     }
 }
 
+/// The `_meta` key on a forwarded request that carries the client's progress
+/// token to `Ordered::send`, which maps the upstream's token to it and takes
+/// the key off before the request is written.
+pub(crate) const CLIENT_PROGRESS_META: &str = "io.toolgate/client-progress-token";
+
 /// The `_meta` entries that travel end to end. The 2026-07-28 envelope keys
 /// (`io.modelcontextprotocol/protocolVersion`, `clientCapabilities`,
 /// `clientInfo`, `logLevel`) describe the client's own connection to the
@@ -2176,15 +2192,46 @@ impl Service<RoleClient> for UpstreamHandler {
 /// handshake-era server refuses a request that carries them (mcp 2.x answers
 /// -32600). Everything else (progress tokens, tracing, vendor keys) is kept.
 fn end_to_end_meta(meta: &rmcp::model::MetaObject) -> rmcp::model::MetaObject {
-    const PER_CONNECTION: [&str; 4] = [
+    // The gateway's own key too: a client cannot name the token its
+    // request's progress is relayed under.
+    const PER_CONNECTION: [&str; 5] = [
         "io.modelcontextprotocol/protocolVersion",
         "io.modelcontextprotocol/clientCapabilities",
         "io.modelcontextprotocol/clientInfo",
         "io.modelcontextprotocol/logLevel",
+        CLIENT_PROGRESS_META,
     ];
     meta.iter()
         .filter(|(key, _)| !PER_CONNECTION.contains(&key.as_str()))
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect::<Map<String, Value>>()
         .into()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A client's progress token, tracing and vendor keys travel; the keys of
+    /// its own connection do not, nor the key by which the gateway tells its
+    /// transport which client token a request's progress goes to.
+    #[test]
+    fn end_to_end_meta_keeps_the_clients_keys_but_not_the_gateways() {
+        let meta: rmcp::model::MetaObject = serde_json::from_value(json!({
+            "progressToken": 7,
+            "traceparent": "00-abc-def-01",
+            "vendor/x": true,
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {},
+            "io.modelcontextprotocol/logLevel": "debug",
+            CLIENT_PROGRESS_META: "someone-elses-token"
+        }))
+        .unwrap();
+        let kept = end_to_end_meta(&meta);
+        let mut keys: Vec<&str> = kept.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["progressToken", "traceparent", "vendor/x"]);
+    }
 }

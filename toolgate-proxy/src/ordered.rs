@@ -7,13 +7,13 @@
 //! conformance scenario `tools-call-with-progress` saw it). Relaying from
 //! `receive`, and finishing before the next message is read, keeps the order.
 
-use rmcp::model::JsonRpcMessage;
+use rmcp::model::{GetMeta, JsonRpcMessage};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use std::future::Future;
 use std::sync::Weak;
 
-use crate::gateway::SessionState;
+use crate::gateway::{CLIENT_PROGRESS_META, SessionState};
 
 pub struct Ordered<T> {
     inner: T,
@@ -38,8 +38,20 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Ordered<T> {
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
+        mut item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // A forwarded request's progress token is mapped to the client's
+        // before the upstream can see the request, so its first progress
+        // notification finds the mapping.
+        if let JsonRpcMessage::Request(r) = &mut item {
+            let meta = r.request.get_meta_mut();
+            if let Some(client) = meta.remove(CLIENT_PROGRESS_META)
+                && let (Some(upstream), Ok(client)) = (meta.get_progress_token(), serde_json::from_value(client))
+                && let Some(session) = self.session.upgrade()
+            {
+                session.map_progress(upstream, client);
+            }
+        }
         self.inner.send(item)
     }
 
