@@ -118,26 +118,28 @@ export function callBytes(call) {
 }
 
 /**
- * The options `keys` an options object gives, its own or its prototypes'
- * (a class's getters, `Object.create(defaults)`), never `Object.prototype`'s:
- * a key found there is prototype pollution (an inherited `policy` would load
- * rules nobody gave, an inherited `confirmation` would take the model's
- * word), refused with a TypeError rather than read or silently dropped.
+ * The options `keys` an options object gives, as a host spells them: own
+ * properties, a prototype's (a class's getters, `Object.create(defaults)`),
+ * a Proxy's. A key that `Object.prototype` itself has is prototype pollution
+ * (an inherited `policy` would load rules nobody gave, an inherited
+ * `confirmation` would take the model's word): refused with a TypeError,
+ * whatever the options object says, rather than read or silently dropped.
  * @param {unknown} options
  * @param {readonly string[]} keys
  * @returns {Record<string, unknown>}
  */
 export function optionsOf(options, keys) {
+  for (const key of keys) {
+    if (Object.hasOwn(Object.prototype, key)) {
+      throw new TypeError(`Object.prototype has a property \`${key}\` (prototype pollution?): no option is read while it does`);
+    }
+  }
   /** @type {Record<string, unknown>} */
   const given = Object.create(null);
   if (options === null || typeof options !== 'object') return given;
   for (const key of keys) {
-    for (let at = options; at !== null; at = Object.getPrototypeOf(at)) {
-      if (!Object.hasOwn(at, key)) continue;
-      if (at === Object.prototype) throw new TypeError(`Object.prototype has a property \`${key}\` (prototype pollution?): no option is read from it`);
-      given[key] = Reflect.get(options, key);
-      break;
-    }
+    const value = Reflect.get(options, key);
+    if (value !== undefined) given[key] = value;
   }
   return given;
 }

@@ -451,6 +451,8 @@ test('load options: a class or Object.create gives them; Object.prototype never 
   assert.equal((await Toolgate.load(inherited)).evaluate(write).ok, true);
   class Options { get policy() { return readOnly; } get catalog() { return plansCatalog; } }
   assert.equal((await Toolgate.load(/** @type {any} */ (new Options()))).evaluate(write).ok, true);
+  const proxied = new Proxy({}, { get: (_, key) => ({ policy: readOnly, catalog: plansCatalog })[/** @type {string} */ (key)] });
+  assert.equal((await Toolgate.load(/** @type {any} */ (proxied))).evaluate(write).ok, true);
   // From Object.prototype: refused, never read and never silently dropped.
   const proto = /** @type {any} */ (Object.prototype);
   for (const [key, value] of /** @type {const} */ ([['policy', readOnly], ['module', new Uint8Array([1, 2, 3])], ['maxMemoryBytes', 1]])) {

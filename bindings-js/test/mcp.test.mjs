@@ -210,9 +210,10 @@ test('declared form elicitation: the shared table of capability shapes (docs/spe
 test("guardServer's options never come from Object.prototype (an inherited confirmation: 'argument' is refused)", async () => {
   const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
   const proto = /** @type {any} */ (Object.prototype);
+  const server = plansServer([]); // zod cannot build schemas under a polluted prototype
   proto.confirmation = 'argument';
   try {
-    assert.throws(() => guardServer(plansServer([]), { gate }), (e) => e instanceof TypeError && /`confirmation`/.test(e.message));
+    assert.throws(() => guardServer(server, { gate }), (e) => e instanceof TypeError && /`confirmation`/.test(e.message));
   } finally {
     delete proto.confirmation;
   }

@@ -290,6 +290,20 @@ async def stdio_checks(root, audit):
             and "inputResponses" not in seen,
             m,
         )
+        # The gateway's own _meta key (the client's progress token, for its
+        # transport) is taken off before the upstream sees the request, and
+        # a client's own copy of it never travels.
+        forged = {"progressToken": "client-7", "io.toolgate/client-progress-token": "someone-else"}
+        await s.send_json(call(702, "echo", {"text": "hi"}, _meta=forged))
+        m = await s.answer(702)
+        upstream_meta = json.loads(m.get("result", {}).get("content", [{}])[0].get("text", "{}")).get("_meta", {})
+        check(
+            "stdio: the upstream sees its own progress token and no io.toolgate key",
+            "progressToken" in upstream_meta
+            and upstream_meta["progressToken"] != "client-7"
+            and not any(k.startswith("io.toolgate/") for k in upstream_meta),
+            upstream_meta,
+        )
         await s.send_json(call(701, "asks", {"text": "hi"}, _meta=modern))
         m = await s.answer(701)
         check(
