@@ -44,15 +44,7 @@ pass() { echo "  ok: $*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # objdump cross-checks the platform wheel's glibc tag (Debian's binutils).
-if ! command -v objdump >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q binutils >/dev/null
-  else
-    echo "objdump is not installed and this is not root: install Debian's binutils" >&2
-    exit 1
-  fi
-fi
+bash "$REPO/scripts/debian-package" objdump binutils
 
 echo "== test-wheel: building the wheels (work dir $WORK)"
 "$PYTHON" -m venv "$WORK/build-venv"

@@ -27,28 +27,12 @@ python3 -m venv "$VENV_MRTR"
 "$VENV_MRTR/bin/python" -m pip install -q -r requirements-mrtr.lock
 
 echo "== proxy e2e: redis-server (Debian's package) for the replicas' shared ledger"
-if ! command -v redis-server >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null
-  else
-    echo "redis-server is not installed and this is not root: install Debian's redis-server" >&2
-    exit 1
-  fi
-fi
+bash "$ROOT/scripts/debian-package" redis-server redis-server
 REDIS_SERVER="$(command -v redis-server)"
 
 echo "== proxy e2e: chromium (Debian's package) and Playwright for the approval page"
 "$VENV/bin/python" -m pip install -q -r requirements-approve.lock
-if [ ! -x /usr/bin/chromium ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null
-  else
-    echo "chromium is not installed and this is not root: install Debian's chromium" >&2
-    exit 1
-  fi
-fi
+bash "$ROOT/scripts/debian-package" /usr/bin/chromium chromium
 
 echo "== proxy e2e: build"
 # The same selection and targets as ./test's build, so this is a no-op
