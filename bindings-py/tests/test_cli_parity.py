@@ -221,3 +221,26 @@ def test_list_takes_no_eval_flag(flag: str, files: dict[str, str]) -> None:
     assert (python.returncode, python.stdout) == (64, b"")
     for name, cli in _others():
         assert subprocess.run([*cli, *argv], capture_output=True, timeout=120).returncode == 64, name
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [[b"--call", b'{"name":"alpha\xff","arguments":{}}'], [b"--scopes", b"s1\xff"], [b"--allow=alpha\xfe"]],
+    ids=repr,
+)
+@pytest.mark.parametrize("command", [b"eval", b"list"])
+def test_an_argument_that_is_not_utf8_is_a_usage_error_in_every_cli(
+    command: bytes, flags: list[bytes], files: dict[str, str]
+) -> None:
+    # Python would decode it with surrogateescape (a --call decided as
+    # BAD_REQUEST, exit 0; a --scopes granted as the escaped text), Node as
+    # U+FFFD; Rust's clap refuses it. Every CLI exits 64 and decides nothing.
+    if command == b"list" and flags[0] == b"--call":
+        flags = [b"--scopes", flags[1]]
+    argv = [command, b"--catalog", files["catalog"].encode(), *flags]
+    python = subprocess.run([sys.executable, "-m", "mcp_toolgate", *argv], capture_output=True, timeout=120)
+    assert (python.returncode, python.stdout) == (64, b""), python.stderr
+    assert b"UTF-8" in python.stderr
+    for name, cli in _others():
+        other = subprocess.run([*cli, *argv], capture_output=True, timeout=120)
+        assert (other.returncode, other.stdout) == (64, b""), (name, other.stderr)

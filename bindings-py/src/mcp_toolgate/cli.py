@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ _BLANK = b" \t\n\r\x0c"
 RUST_WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 )
+
+
+_NOT_UTF8 = re.compile("[\ud800-\udfff]")
 
 
 class _UsageError(Exception):
@@ -90,6 +94,14 @@ def _read_args(argv: list[str]) -> _Args:
     unknown argument, a missing --catalog or a bad --surface is a usage error.
     (argparse differs: it takes "-1" as a value, drops a "--" value, lets the
     last repeat win.)"""
+    # Python decodes a command line that is not UTF-8 with surrogateescape: the
+    # bytes survive as lone surrogates. Refused as the Rust CLI refuses such
+    # argv (and bin/toolgate.mjs its U+FFFD), so every CLI exits 64 alike; a
+    # call with such bytes goes on stdin.
+    if any(_NOT_UTF8.search(arg) for arg in argv):
+        raise _UsageError(
+            "toolgate: error: invalid UTF-8 was detected in one or more arguments; pass such a call on stdin"
+        )
     if not argv or argv[0] not in ("eval", "list"):
         raise _UsageError(
             "toolgate: error: missing command" if not argv else f"toolgate: error: unknown command {argv[0]!r}"
@@ -243,7 +255,7 @@ def main(
         stdout.write(decision.encode("utf-8") + b"\n")
 
     if args.call is not None:
-        decide(args.call.encode("utf-8", "surrogateescape"))  # the one call, its bytes as given
+        decide(args.call.encode("utf-8"))  # argv is UTF-8 here (_read_args)
     else:
         for raw in stdin:
             line = raw[:-1] if raw.endswith(b"\n") else raw
