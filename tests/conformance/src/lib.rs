@@ -224,7 +224,87 @@ pub fn vector_files() -> Result<Vec<PathBuf>, String> {
 
 pub fn read_file(path: &Path) -> Result<VectorFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let file: VectorFile = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    for case in &file.cases {
+        case.check_fields()
+            .map_err(|e| format!("{}: case `{}`: {e}", path.display(), case.name))?;
+    }
+    Ok(file)
+}
+
+impl Op {
+    /// The fields a case of this op may carry besides `name`, `op` and
+    /// `expect` (the Node runner's table, `bindings-js/test/lib/vectors.mjs`),
+    /// and its hand-written anchor, required beside the engine-written
+    /// `expect` so a wrong engine cannot bless itself.
+    fn fields(self) -> (&'static [&'static str], Option<&'static str>) {
+        const CALL: [&str; 3] = ["call", "call_text", "call_hex"];
+        match self {
+            Op::Evaluate => (
+                &[
+                    "context",
+                    "context_text",
+                    CALL[0],
+                    CALL[1],
+                    CALL[2],
+                    "expect_code",
+                    "component_only",
+                ],
+                Some("expect_code"),
+            ),
+            Op::Decide => (
+                &[
+                    "context",
+                    "context_text",
+                    CALL[0],
+                    CALL[1],
+                    CALL[2],
+                    "confirmation",
+                    "expect_code",
+                    "component_only",
+                ],
+                Some("expect_code"),
+            ),
+            Op::List => (&["context", "expect_names"], Some("expect_names")),
+            Op::Turn => (&["state", "input", "expect_status"], Some("expect_status")),
+            Op::SealPayload => (&[CALL[0], CALL[1], CALL[2], "caller", "id", "expires_ms"], None),
+        }
+    }
+}
+
+impl Case {
+    /// A field another op reads is refused (a `list` case's `call` would be
+    /// ignored silently, its author believing it tested), as is a case
+    /// without its op's hand-written anchor.
+    fn check_fields(&self) -> Result<(), String> {
+        let present = [
+            ("context", self.context.is_some()),
+            ("context_text", self.context_text.is_some()),
+            ("call", self.call.is_some()),
+            ("call_text", self.call_text.is_some()),
+            ("call_hex", self.call_hex.is_some()),
+            ("state", self.state.is_some()),
+            ("input", self.input.is_some()),
+            ("confirmation", self.confirmation.is_some()),
+            ("caller", self.caller.is_some()),
+            ("id", self.id.is_some()),
+            ("expires_ms", self.expires_ms.is_some()),
+            ("expect_code", self.expect_code.is_some()),
+            ("component_only", self.component_only),
+            ("expect_names", self.expect_names.is_some()),
+            ("expect_status", self.expect_status.is_some()),
+        ];
+        let (allowed, anchor) = self.op.fields();
+        if let Some((field, _)) = present.iter().find(|(f, set)| *set && !allowed.contains(f)) {
+            return Err(format!("unknown field `{field}` for op {:?}", self.op));
+        }
+        match anchor {
+            Some(anchor) if !present.iter().any(|(f, set)| *set && *f == anchor) => {
+                Err(format!("`{anchor}` is required (written by hand)"))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 impl VectorFile {
@@ -495,4 +575,45 @@ pub fn check_case<R: Runner>(runner: &R, rules: &R::Loaded, case: &Case) -> Resu
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(json: &str) -> Result<(), String> {
+        serde_json::from_str::<Case>(json)
+            .map_err(|e| e.to_string())?
+            .check_fields()
+    }
+
+    #[test]
+    fn a_case_carries_only_its_ops_fields_and_its_hand_written_anchor() {
+        let call = r#""call":{"name":"t","arguments":{}}"#;
+        assert_eq!(
+            case(&format!(r#"{{"name":"a","op":"evaluate",{call},"expect_code":null}}"#)),
+            Ok(())
+        );
+        assert_eq!(case(r#"{"name":"a","op":"list","expect_names":[]}"#), Ok(()));
+        assert_eq!(
+            case(&format!(r#"{{"name":"a","op":"seal_payload",{call},"caller":"c"}}"#)),
+            Ok(())
+        );
+        assert_eq!(
+            case(&format!(r#"{{"name":"a","op":"list",{call},"expect_names":[]}}"#)),
+            Err("unknown field `call` for op List".to_owned())
+        );
+        assert_eq!(
+            case(r#"{"name":"a","op":"turn","state":null,"confirmation":"none","expect_status":"x"}"#),
+            Err("unknown field `confirmation` for op Turn".to_owned())
+        );
+        assert_eq!(
+            case(&format!(r#"{{"name":"a","op":"decide",{call}}}"#)),
+            Err("`expect_code` is required (written by hand)".to_owned())
+        );
+        assert_eq!(
+            case(r#"{"name":"a","op":"turn","state":null}"#),
+            Err("`expect_status` is required (written by hand)".to_owned())
+        );
+    }
 }

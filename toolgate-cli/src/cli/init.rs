@@ -191,7 +191,11 @@ pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeou
             String::new()
         }
     );
-    Ok(if left > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if left > 0 {
+        ExitCode::from(super::EXIT_NO)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// The tool a `PIN_MISMATCH` finding is about: its path is

@@ -21,7 +21,8 @@ const EXIT_NO: u8 = 1;
 const EXIT_CODES: &str = "\
 Exit codes (every command):
   0   done: every test passed, no error found, every call allowed (or no --fail-on-deny)
-  1   the answer is no: `check` found an error (any finding with --strict), a `test` case failed, `eval --fail-on-deny` saw a denial
+  1   the answer is no: `check` found an error (any finding with --strict), a `test` case failed, `eval --fail-on-deny` saw a denial,
+      `pin` left a pin stale (held back until its entry is reviewed)
       (`proxy`: the gateway stopped on an error)
   2   an input could not be read or loaded (policy, catalog, test file, server); the message names it,
       as FILE:LINE:COL where it has a position
