@@ -227,8 +227,12 @@ export class Toolgate {
    */
   #fault(e) {
     const code = this.#memoryOver() ? 'ENGINE_OUT_OF_MEMORY' : isMeterTrap(e) ? 'ENGINE_LIMIT' : 'ENGINE_TRAP';
-    this.#engine = null;
-    this.#recover();
+    // No instance: the call failed in `#beforeCall`'s own re-instantiation,
+    // which the next call retries; trying again here would pay for two.
+    if (this.#engine !== null) {
+      this.#engine = null;
+      this.#recover();
+    }
     return code;
   }
 

@@ -360,6 +360,32 @@ test('memory over the cap denies with ENGINE_OUT_OF_MEMORY, and the next call is
   assert.equal(plans.evaluate(hugeCall).code, 'BAD_REQUEST');
 });
 
+test('while the instance cannot be replaced every call denies, each trying once to replace it', async () => {
+  const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
+  const good = knownGood(gate);
+  let instances = 0;
+  const Instance = WebAssembly.Instance;
+  // @ts-ignore: a counting stand-in for the constructor the package uses
+  WebAssembly.Instance = new Proxy(Instance, { construct: (target, args) => { instances += 1; return Reflect.construct(target, args); } });
+  try {
+    gate.maxMemoryBytes = 1; // no instance can load the rules under it
+    assert.equal(gate.evaluate(plansCall).json, HOST_FAULTS.ENGINE_OUT_OF_MEMORY);
+    assert.equal(instances, 1, 'the replacement was tried once, and failed');
+    for (let i = 1; i <= 3; i += 1) {
+      assert.equal(gate.evaluate(plansCall).json, HOST_FAULTS.ENGINE_TRAP);
+      assert.equal(instances, 1 + i, 'one attempt per call');
+    }
+    assert.throws(() => gate.listExposable(), faultError(EngineTrapError, 'ENGINE_TRAP'));
+    assert.equal(instances, 5);
+    assert.equal(gate.recoveries, 0);
+    gate.maxMemoryBytes = DEFAULT_MAX_MEMORY_BYTES;
+    assertServed(gate, good);
+    assert.equal(gate.recoveries, 1, 'the next call after the cause went away is served on a new instance');
+  } finally {
+    WebAssembly.Instance = Instance;
+  }
+});
+
 test('a call past the deadline denies with ENGINE_LIMIT, and the next call is served', async () => {
   const gate = await Toolgate.load({ policy: plansPolicy, catalog: plansCatalog });
   const good = knownGood(gate);
