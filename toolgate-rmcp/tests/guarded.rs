@@ -531,3 +531,84 @@ async fn a_runaway_decision_does_not_stall_a_current_thread_server() {
     assert!(names.contains(&"read_note".to_owned()), "{names:?}");
     assert!(server.ran.lock().unwrap().is_empty(), "nothing ran");
 }
+
+/// The shared table of what declares form elicitation
+/// (tests/vectors/fixtures/form-elicitation.json), through a real handshake:
+/// rmcp's own reading of the client's capabilities (`supported_elicitation_modes`)
+/// decides whether the model's word counts, and it must agree with the rule
+/// every other host applies. Capabilities rmcp's types cannot read end the
+/// handshake, so nothing can be called on them.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_handshake_reads_declared_form_elicitation_as_the_shared_table() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let table: Value =
+        serde_json::from_str(include_str!("../../tests/vectors/fixtures/form-elicitation.json")).unwrap();
+    let mut handshakes = 0;
+    for case in table["cases"].as_array().unwrap() {
+        let (capabilities, declares_form) = (&case["capabilities"], case["declares_form"].as_bool().unwrap());
+        let server = Notes::default();
+        let guarded = Guarded::new(
+            server.clone(),
+            Engine::cached().unwrap(),
+            Some(POLICY),
+            Context::default(),
+        )
+        .unwrap()
+        .trust_model_confirmation(true);
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            if let Ok(running) = guarded.serve(theirs).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (read, mut write) = tokio::io::split(ours);
+        let mut lines = BufReader::new(read).lines();
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": capabilities,
+            "clientInfo": {"name": "raw", "version": "0"}}});
+        write.write_all(format!("{initialize}\n").as_bytes()).await.unwrap();
+        let accepted = next_line(&mut lines)
+            .await
+            .is_some_and(|line| serde_json::from_str::<Value>(&line).unwrap().get("result").is_some());
+        if !accepted {
+            assert!(
+                serde_json::from_value::<rmcp::model::ClientCapabilities>(capabilities.clone()).is_err(),
+                "{capabilities}: a handshake rmcp can read was refused"
+            );
+            assert!(server.ran.lock().unwrap().is_empty());
+            continue;
+        }
+        handshakes += 1;
+        for line in [
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                   "params": {"name": "write_note", "arguments": {"text": "x", "confirmed": true}}}),
+        ] {
+            write.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        }
+        let mut asked = false;
+        let answer = loop {
+            let message: Value = serde_json::from_str(&next_line(&mut lines).await.unwrap()).unwrap();
+            if message["method"] == "elicitation/create" {
+                asked = true;
+                let decline = json!({"jsonrpc": "2.0", "id": message["id"], "result": {"action": "decline"}});
+                write.write_all(format!("{decline}\n").as_bytes()).await.unwrap();
+            } else if message["id"] == 2 {
+                break message;
+            }
+        };
+        assert_eq!(asked, declares_form, "{capabilities}: asked? {answer}");
+        let ran = !server.ran.lock().unwrap().is_empty();
+        assert_eq!(ran, !declares_form, "{capabilities}: the model's word taken? {answer}");
+    }
+    assert!(handshakes >= 12, "only {handshakes} handshakes went through");
+}
+
+/// The next line, or None at the end; a hang guard only: every answer in
+/// these tests comes at once.
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::io::Lines<R>) -> Option<String> {
+    tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the guarded server answers")
+        .unwrap()
+}
