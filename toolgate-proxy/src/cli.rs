@@ -1033,6 +1033,11 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
     let metrics = config.metrics.clone();
     let readiness = metrics.clone();
     let connection_metrics = metrics.clone();
+    let header_check = Arc::new(crate::headers::HeaderCheck::new(&hosts, &origins));
+    let origins = origins
+        .iter()
+        .map(|entry| crate::cors::explicit_port(entry))
+        .collect::<Vec<_>>();
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(config.clone())),
         sessions,
@@ -1064,6 +1069,11 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
             .with_state(auth);
         router = router.merge(metadata);
     }
+    // Before `--auth` and the gate read any body: the headers' own refusals.
+    router = router.layer(axum::middleware::from_fn_with_state(
+        header_check,
+        crate::headers::check,
+    ));
     // Outermost on `/mcp` and the metadata: a preflight is answered before
     // `--auth` (browsers send it without the token). Not on the pages.
     router = router.layer(crate::cors::layer(&readable_by));

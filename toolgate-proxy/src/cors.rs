@@ -25,11 +25,8 @@ const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(600);
 /// The layer for `allowed` (entries as `--allow-origin` takes them:
 /// `https://app.example.com`, `http://localhost:*` for any port).
 pub fn layer(allowed: &[String]) -> CorsLayer {
-    let allowed: Vec<AllowedOrigin> = allowed.iter().filter_map(|entry| AllowedOrigin::parse(entry)).collect();
-    let origin = AllowOrigin::predicate(move |origin: &HeaderValue, _| {
-        let origin = origin.to_str().ok().and_then(Origin::parse);
-        origin.is_some_and(|origin| allowed.iter().any(|a| a.admits(&origin)))
-    });
+    let allowed = OriginCheck::new(allowed);
+    let origin = AllowOrigin::predicate(move |origin: &HeaderValue, _| allowed.admits(Some(origin)));
     CorsLayer::new()
         .allow_origin(origin)
         .allow_methods([Method::GET, Method::POST, Method::DELETE])
@@ -43,6 +40,46 @@ pub fn layer(allowed: &[String]) -> CorsLayer {
             header::RETRY_AFTER,
         ])
         .max_age(PREFLIGHT_MAX_AGE)
+}
+
+/// The `Origin` check of `/mcp` (`--allow-origin`'s entries, this machine's
+/// pages, `--resource`'s origin): an entry without a port means the
+/// scheme's default port, `:*` any port, `null` nothing. The gate runs it on
+/// the headers before any body is read; the session layer's own check (the
+/// same entries, given explicit ports by [`explicit_port`]) runs after.
+pub(crate) struct OriginCheck(Vec<AllowedOrigin>);
+
+impl OriginCheck {
+    pub(crate) fn new(entries: &[String]) -> OriginCheck {
+        OriginCheck(entries.iter().filter_map(|entry| AllowedOrigin::parse(entry)).collect())
+    }
+
+    /// Whether a request with this `Origin` header may call (no header: not
+    /// a browser's request, nothing to check).
+    pub(crate) fn admits(&self, header: Option<&HeaderValue>) -> bool {
+        header.is_none_or(|value| {
+            let origin = value.to_str().ok().and_then(Origin::parse);
+            origin.is_some_and(|origin| self.0.iter().any(|a| a.admits(&origin)))
+        })
+    }
+}
+
+/// An entry as the session layer reads it: rmcp takes an entry without a
+/// port for any port (deprecated there), where `--allow-origin` means the
+/// scheme's default one.
+pub(crate) fn explicit_port(entry: &str) -> String {
+    let entry = entry.trim();
+    if entry.ends_with(":*") {
+        return entry.to_owned();
+    }
+    match Origin::parse(entry) {
+        Some(Origin {
+            scheme,
+            host,
+            port: Some(port),
+        }) => format!("{scheme}://{host}:{port}"),
+        _ => entry.to_owned(),
+    }
 }
 
 /// A serialized origin: scheme, host and port (the scheme's default when
@@ -126,5 +163,23 @@ mod tests {
         assert!(!admitted(&list, "null"));
         assert!(!admitted(&list, "https://app.example.com/path"));
         assert!(!admitted(&["null"], "null"));
+    }
+
+    #[test]
+    fn the_session_layer_gets_every_entry_with_its_port() {
+        assert_eq!(explicit_port("https://app.example.com"), "https://app.example.com:443");
+        assert_eq!(explicit_port("http://app.example.com"), "http://app.example.com:80");
+        assert_eq!(
+            explicit_port("https://app.example.com:8443"),
+            "https://app.example.com:8443"
+        );
+        assert_eq!(explicit_port("http://localhost:*"), "http://localhost:*");
+        assert_eq!(explicit_port("http://[::1]"), "http://[::1]:80");
+        assert_eq!(explicit_port("null"), "null");
+        let check = OriginCheck::new(&["https://app.example.com".to_owned()]);
+        assert!(check.admits(None));
+        assert!(check.admits(Some(&HeaderValue::from_static("https://app.example.com"))));
+        assert!(!check.admits(Some(&HeaderValue::from_static("https://app.example.com:8443"))));
+        assert!(!check.admits(Some(&HeaderValue::from_bytes(b"https://app.example.com\xff").unwrap())));
     }
 }

@@ -30,6 +30,14 @@ use std::collections::BTreeSet;
 /// The largest message accepted from a client, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
+/// The most JSON values (object keys counted) a client's message may hold.
+/// Its memory goes with its values, not its bytes: each becomes a node of
+/// every tree the message is read into (here, then rmcp's), so 16 MiB of
+/// `[0,0,…]` took 2.5 GB at its peak (review 22). 2^20 keeps a message near
+/// a tenth of that and takes any call the engine decides under its 4 MiB
+/// bound but one made of single-digit numbers only.
+pub const MAX_MESSAGE_VALUES: usize = 1 << 20;
+
 /// The request methods `rmcp` types, read from its own constants: a request
 /// naming one of these whose params do not fit the type is `-32602`, any
 /// other name `-32601`.
@@ -174,6 +182,39 @@ pub fn too_large(prefix: &[u8]) -> Admission {
     )
 }
 
+/// An upper bound on the JSON values in `bytes`, read without building
+/// anything: one more than the `[`, `{`, `,` and `:` outside strings (every
+/// value but the first follows one of them; a key's `:` counts the key).
+pub fn values_at_most(bytes: &[u8]) -> usize {
+    let (mut count, mut in_string, mut escaped) = (1usize, false, false);
+    for &byte in bytes {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match byte {
+                b'"' => in_string = true,
+                b'[' | b'{' | b',' | b':' => count += 1,
+                _ => {}
+            }
+        }
+    }
+    count
+}
+
+/// The answer to a message holding more than [`MAX_MESSAGE_VALUES`] values.
+fn too_many_values(bytes: &[u8]) -> Admission {
+    refuse(
+        scan_id(bytes),
+        ErrorCode::INVALID_REQUEST,
+        format!("toolgate proxy: the message holds more than {MAX_MESSAGE_VALUES} JSON values; it was not relayed"),
+    )
+}
+
 /// The answer to a request whose id is already used by one in flight.
 pub fn id_in_flight(id: &RequestId) -> Admission {
     refuse(
@@ -188,6 +229,9 @@ pub fn id_in_flight(id: &RequestId) -> Admission {
 pub fn admit(bytes: &[u8], relay: &RelayList) -> Admission {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return too_large(bytes);
+    }
+    if values_at_most(bytes) > MAX_MESSAGE_VALUES {
+        return too_many_values(bytes);
     }
     let Ok(text) = std::str::from_utf8(bytes) else {
         return refuse(
@@ -609,6 +653,33 @@ mod tests {
         }
         let a = admit(br#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, &none());
         assert_eq!(code(&a), Some(-32600));
+    }
+
+    #[test]
+    fn a_message_of_too_many_values_is_refused_before_it_is_read_into_a_tree() {
+        assert_eq!(values_at_most(b"0"), 1);
+        assert_eq!(values_at_most(br#"{"a":[1,2,{"b":null}]}"#), 8);
+        // Structure inside strings, escaped quotes among it, is text.
+        assert_eq!(values_at_most(br#"["a,b:[{", "\",[", "\\"]"#), 4);
+        let call = |n: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"t","arguments":{{"a":[{}]}}}}}}"#,
+                vec!["0"; n].join(",")
+            )
+        };
+        let under = call(MAX_MESSAGE_VALUES - 20);
+        assert!(values_at_most(under.as_bytes()) <= MAX_MESSAGE_VALUES);
+        assert!(matches!(admit(under.as_bytes(), &none()), Admission::Admit(_)));
+        let over = call(MAX_MESSAGE_VALUES);
+        let a = admit(over.as_bytes(), &none());
+        assert_eq!(code(&a), Some(-32600));
+        assert_eq!(id_of(&a), Some(NumberOrString::Number(7)));
+        // Long strings are bytes, not values: still bounded by size alone.
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"t","arguments":{{"a":"{}"}}}}}}"#,
+            ",".repeat(MAX_MESSAGE_VALUES * 2)
+        );
+        assert!(matches!(admit(text.as_bytes(), &none()), Admission::Admit(_)));
     }
 
     #[test]

@@ -381,6 +381,10 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
                 _ => None,
             };
             let busy = matches!(&*message, JsonRpcMessage::Request(_)).then(|| Busy::new(&state.busy));
+            // The session layer reads the body again; the gate's own reading
+            // of it is not kept while the request runs (a large message's
+            // tree would be held twice for as long as its call takes).
+            drop(message);
             let response = next
                 .run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
                 .await;

@@ -22,6 +22,7 @@ mod error;
 pub mod fuzzing;
 pub mod gate;
 mod gateway;
+mod headers;
 mod http;
 pub mod ledger;
 mod listen;

@@ -2645,6 +2645,25 @@ async def origins():
         hosts["other.example"] == (403, 403) and not ran(log, "read_note", name="host-other.example"),
         hosts,
     )
+    async with http_client() as http:
+        body, headers = raw_call("read_note", {"name": "origin-other-port"})
+        r = await http.post(gw.url, json=body, headers={**headers, "Origin": "https://app.example.com:8443"})
+    check(
+        "an --allow-origin entry without a port admits its scheme's default port only (8443: 403)",
+        r.status_code == 403 and not ran(log, "read_note", name="origin-other-port"),
+        (r.status_code, r.text[:200]),
+    )
+    # Review 22: a page's `text/plain` post (no preflight) or a rebound host
+    # made the gateway read and parse up to 16 MiB before the session layer
+    # refused it. Refused on the headers now: a body announced and never
+    # sent is not waited for (the gate would wait 30 s, then answer 408).
+    for label, extra, status in [
+        ("a foreign page's text/plain post", {"Origin": "https://evil.example", "Content-Type": "text/plain"}, 403),
+        ("a rebound host's post", {"Host": f"rebound.example:{gw.port}"}, 403),
+        ("a text/plain post", {"Content-Type": "text/plain"}, 415),
+    ]:
+        got = await status_before_body(gw.port, extra)
+        check(f"{label} is refused on its headers, its body never read: {status}", got == status, got)
     code, err = exits([PROXY, "--listen", "127.0.0.1:0", "--allow-host", "gw.example:8080", "--", "true"])
     check("--allow-host with a port: a usage error (64)", code == 64 and "--allow-host" in err, (code, err[-300:]))
     await cors(gw, log)
@@ -2673,6 +2692,30 @@ async def origins():
             (r.status_code, dict(r.headers)),
         )
     authed.stop()
+
+
+async def status_before_body(port, extra):
+    """The status of a POST to /mcp that announces 16 MB and sends none of
+    it, or what went wrong (a hang guard of 20 s: the gate waits 30 s for a
+    body it reads)."""
+    headers = {
+        "Host": f"127.0.0.1:{port}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Content-Length": str(16_000_000),
+        **extra,
+    }
+    head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(head.encode())
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), 20)
+        return int(line.split()[1]) if line.startswith(b"HTTP/1.1 ") else line
+    except TimeoutError:
+        return "no answer before the body (the gate was reading it)"
+    finally:
+        writer.close()
 
 
 def preflight(origin):
