@@ -220,6 +220,7 @@ impl SessionState {
             downstream: OnceLock::new(),
             upstream: tokio::sync::OnceCell::new(),
             rules: tokio::sync::Mutex::new(None),
+            failed_load: Mutex::new(None),
             progress: Mutex::new(HashMap::new()),
             shared,
             tasks: Mutex::default(),
@@ -425,6 +426,11 @@ pub(crate) struct SessionState {
     downstream: OnceLock<Peer<RoleServer>>,
     upstream: tokio::sync::OnceCell<Upstream>,
     rules: tokio::sync::Mutex<Option<Arc<Rules>>>,
+    /// When the last attempt to load the rules failed, and why: the calls
+    /// that waited for that attempt get its answer instead of each making
+    /// their own, one after another (review 22: five calls queued behind a
+    /// hung `tools/list` were answered after 1, 2, … 5 `--timeout`s).
+    failed_load: Mutex<Option<(std::time::Instant, ErrorData)>>,
     /// Upstream progress token -> the client's own token.
     progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
     /// Whether this is the one session behind every 2026-07-28 request.
@@ -707,6 +713,7 @@ impl SessionState {
     /// The current rules, loading them from the upstream's live catalog
     /// when there are none yet.
     async fn rules(&self) -> Result<Arc<Rules>, ErrorData> {
+        let asked = std::time::Instant::now();
         let mut slot = self.rules.lock().await;
         let policy = self.config.policy.current();
         if let Some(rules) = slot.as_ref() {
@@ -736,9 +743,42 @@ impl SessionState {
                 }
             }
         }
-        let rules = Arc::new(self.load_rules(None).await?);
+        if let Some(failure) = self.failed_since(asked) {
+            return Err(failure);
+        }
+        let rules = Arc::new(self.loaded(self.load_rules(None).await)?);
         *slot = Some(rules.clone());
         Ok(rules)
+    }
+
+    /// The failure of a load that ended while this caller waited for the
+    /// rules (the next caller tries again).
+    fn failed_since(&self, asked: std::time::Instant) -> Option<ErrorData> {
+        let failed = self
+            .failed_load
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        failed.as_ref().filter(|(at, _)| *at >= asked).map(|(_, e)| e.clone())
+    }
+
+    /// A load's result, its failure kept for the callers waiting on it. The
+    /// shared 2026-07-28 session's failure makes the replica unready (no
+    /// catalog, no decision: review 22 saw `/readyz` stay 200) and retries
+    /// in the background until a load works, since an orchestrator sends an
+    /// unready replica nothing that would. A handshake-era session's says
+    /// nothing about the others'.
+    fn loaded(&self, result: Result<Rules, ErrorData>) -> Result<Rules, ErrorData> {
+        if let Err(e) = &result {
+            *self
+                .failed_load
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((std::time::Instant::now(), e.clone()));
+            if self.is_current_shared() {
+                self.config.metrics.set_ready(false);
+                warm_up(self.config.clone());
+            }
+        }
+        result
     }
 
     /// The rules `rules` over its own catalog under another policy.
@@ -822,7 +862,7 @@ impl SessionState {
     async fn reload_rules(&self) {
         let mut slot = self.rules.lock().await;
         let unknown = slot.as_ref().map(|r| r.unknown.clone());
-        match self.load_rules(unknown).await {
+        match self.loaded(self.load_rules(unknown).await) {
             Ok(rules) => *slot = Some(Arc::new(rules)),
             Err(e) => {
                 eprintln!("toolgate proxy: reloading the catalog failed: {}", e.message);

@@ -2066,6 +2066,48 @@ async def catalog_reload():
         gw.stop()
 
 
+async def failed_reload():
+    """A reload whose tools/list never answers: the calls waiting for the
+    rules get that one attempt's failure (review 22: each made its own, one
+    `--timeout` after another), and /readyz turns 503 while the shared
+    session has no catalog."""
+    log = TMP / "r-hang.jsonl"
+    upstream = upstream_cmd(log, TMP / "notes-r-hang", "--redefinable", "--list-hangs-after-redefine")
+    policy = TMP / "r-hang-policy.yaml"
+    policy.write_text(URL_MODE_POLICY)
+    gw = Gateway("reload-hang", "--policy", policy, "--timeout", 4, upstream_args=upstream)
+    lists = lambda: sum(1 for e in log_entries(log) if e.get("list"))  # noqa: E731
+
+    async def call(http, tool, arguments, id_):
+        body, headers = raw_call(tool, arguments, id_)
+        r = await http.post(gw.url, json=body, headers=headers)
+        return r.status_code, r.text
+
+    async with http_client() as http:
+        ready = await wait_for(lambda: lists() >= 1, 20)
+        check("failed reload: the gateway loads the catalog at start", ready, log_entries(log)[-3:])
+        redefined = await call(http, "redefine_read_note", {}, 1)
+        hung = await wait_for(lambda: any(e.get("hangs") for e in log_entries(log)), 10)
+        check("...the upstream redefines a tool and hangs on the reload's tools/list", hung, redefined)
+        calls = [call(http, "read_note", {"name": f"hang-{i}"}, 10 + i) for i in range(4)]
+        answers = await asyncio.wait_for(asyncio.gather(*calls), 120)
+        listed_by_then = lists()
+        check(
+            "...four calls waiting behind it all get its failure, none reaches the upstream",
+            all("UPSTREAM_TIMEOUT" in text for _, text in answers)
+            and not any(ran(log, "read_note", name=f"hang-{i}") for i in range(4)),
+            answers,
+        )
+        check(
+            "...and share that one attempt (at most one more tools/list, the background retry's)",
+            listed_by_then <= 3,
+            listed_by_then,
+        )
+        r = await http.get(gw.base + "/readyz")
+        check("...while no catalog is loaded, /readyz answers 503", r.status_code == 503, r.status_code)
+    gw.stop()
+
+
 # The reload test's policy without the pin.
 URL_MODE_POLICY = RELOAD_POLICY.replace('    pin: "{pin}"\n', "")
 # Logged at every load of the catalog above (the redefining tool writes
@@ -3078,6 +3120,7 @@ async def main():
         await section("shadow", shadow())
         await section("watch", watch())
         await section("catalog reload", catalog_reload())
+        await section("failed reload", failed_reload())
         await section("URL-mode approval", url_mode_approval())
         if refetched_at:
             await section("JWKS URL: a key published later", jwks_url_later(auth_server, *b, refetched_at))

@@ -14,7 +14,9 @@ Usage:
 `--start-delay` (or env UPSTREAM_START_DELAY) waits that long before serving,
 so a gateway's readiness can be seen before its catalog is loaded.
 `--redefinable` adds `redefine_read_note`, which changes read_note's
-description and sends notifications/tools/list_changed.
+description and sends notifications/tools/list_changed; with
+`--list-hangs-after-redefine` every tools/list is logged (`"list": true`) and
+those after it never answer (a server stuck while its catalog changes).
 UPSTREAM_JSON_RESPONSE=1 answers each POST with one JSON body (no SSE).
 UPSTREAM_READ_NOTE_DESTRUCTIVE=1 serves read_note as a destructive tool (a
 redeploy that changed it).
@@ -122,6 +124,7 @@ def main():
     parser.add_argument("--keyfile")
     parser.add_argument("--client-ca")
     parser.add_argument("--redefinable", action="store_true")
+    parser.add_argument("--list-hangs-after-redefine", action="store_true")
     parser.add_argument("--tasks", action="store_true")
     args = parser.parse_args()
     log_path = Path(args.log)
@@ -185,12 +188,26 @@ def main():
         record({"tool": "slow", "arguments": {"seconds": seconds, "tag": tag}, "phase": "end"})
         return f"slept {seconds}s ({tag})"
 
+    redefined = asyncio.Event()
+    if args.list_hangs_after_redefine:
+        listed = server.list_tools
+
+        async def list_tools():
+            record({"list": True, "hangs": redefined.is_set()})
+            if redefined.is_set():
+                await asyncio.Event().wait()
+            return await listed()
+
+        # MCPServer answers tools/list through this method.
+        server.list_tools = list_tools
+
     if args.redefinable:
 
         @server.tool(annotations=ToolAnnotations(readOnlyHint=False))
         async def redefine_read_note(ctx: Context) -> str:
             """Give read_note a new meaning, then say the tools changed (a server changing a tool under a pin)."""
             record({"tool": "redefine_read_note", "arguments": {}})
+            redefined.set()
             server.remove_tool("read_note")
             server.add_tool(
                 read_note,
