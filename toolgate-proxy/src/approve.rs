@@ -5,8 +5,8 @@
 //! shows the tool, its title and description, the exact arguments (escaped
 //! for a person, then for HTML), the policy revision, the caller and the
 //! expiry, with Approve and Deny forms. Approve records
-//! `toolgate:approved:<digest>:<revision>`; the model's retry of the same
-//! call (same engine digest, same revision) takes it once, atomically, and
+//! `toolgate:approved:<digest>:<revision>:<caller>`; the model's retry of the
+//! same call (same engine digest, revision and caller) takes it once, atomically, and
 //! runs. Records live in the confirmation store ([`Ledger`]), so a page
 //! served by one replica is honoured by every other.
 

@@ -338,6 +338,23 @@ impl Authenticator {
         })
     }
 
+    /// Whether `--auth jwt`'s key set holds a key some accepted algorithm
+    /// can verify with (true for introspection, which needs none). A start
+    /// with none is refused: every caller would get `401` from a gateway
+    /// reporting ready (review 22: `{"keys":[]}`, or only an HMAC key).
+    pub async fn can_verify(&self) -> bool {
+        match &self.check {
+            Check::Jwt(jwt) => {
+                let keys = jwt.keys.read().await;
+                keys.set
+                    .keys
+                    .iter()
+                    .any(|key| ALGORITHMS.iter().any(|alg| fits(key, *alg)))
+            }
+            Check::Introspection(_) => true,
+        }
+    }
+
     /// The caller an `Authorization` header names, or why not.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, Refusal> {
         let token = bearer(authorization)?;
@@ -373,6 +390,14 @@ impl Authenticator {
         let header = jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("unreadable token: {e}")))?;
         if !ALGORITHMS.contains(&header.alg) {
             return Err(invalid(format!("algorithm {:?} is not accepted", header.alg)));
+        }
+        // RFC 7515 §4.1.11: a recipient must refuse a token whose `crit`
+        // names an extension it does not understand; the gateway
+        // understands none (review 22: such a token was accepted).
+        if let Some(crit) = &header.crit {
+            return Err(invalid(format!(
+                "the token's header marks extensions the gateway does not understand as critical ({crit:?})"
+            )));
         }
         // An ID token (or a logout token…) that happens to carry this
         // resource as its audience is not an access token (RFC 9068 §4:
@@ -799,7 +824,8 @@ mod tests {
         );
         let router = axum::Router::new()
             .route("/mcp", axum::routing::post(|| async { "served" }))
-            .layer(axum::middleware::from_fn_with_state(auth, require));
+            .layer(axum::middleware::from_fn_with_state(auth.clone(), require));
+        let auth_for_check = auth;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await });
@@ -832,6 +858,7 @@ mod tests {
         }
         std::fs::remove_dir_all(&dir).ok();
         assert_eq!(answers.matches("HTTP/1.1 401").count(), 2, "{answers}");
+        assert!(!auth_for_check.can_verify().await, "an empty key set verifies nothing");
         assert!(!answers.to_ascii_lowercase().contains("connection: close"), "{answers}");
     }
 

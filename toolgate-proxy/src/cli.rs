@@ -118,15 +118,19 @@ pub struct ProxyArgs {
     pub jwks: Option<String>,
     /// Seconds the key set in hand is used before a request fetches it again,
     /// so a key the issuer withdrew stops vouching for tokens within this.
-    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
-    pub jwks_max_age: u64,
+    /// (Default 300; not a default clap fills in, so a value given to
+    /// `--auth introspection` is seen and refused.)
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub jwks_max_age: Option<u64>,
     /// The `iss` every token must carry (also the authorization server named
     /// in the protected-resource metadata).
-    #[arg(long, value_name = "ISS", required_if_eq_any([("auth", "jwt"), ("auth", "introspection")]))]
+    #[arg(long, value_name = "ISS", required_if_eq_any([("auth", "jwt"), ("auth", "introspection")]),
+          value_parser = not_blank)]
     pub issuer: Option<String>,
     /// The `aud` every token must carry (this gateway's resource identifier
     /// as the authorization server knows it).
-    #[arg(long, value_name = "AUD", required_if_eq_any([("auth", "jwt"), ("auth", "introspection")]))]
+    #[arg(long, value_name = "AUD", required_if_eq_any([("auth", "jwt"), ("auth", "introspection")]),
+          value_parser = not_blank)]
     pub audience: Option<String>,
     /// `--auth introspection`: the authorization server's token
     /// introspection endpoint (RFC 7662).
@@ -141,9 +145,10 @@ pub struct ProxyArgs {
     pub introspection_secret_env: Option<String>,
     /// `--auth introspection`: how long an active answer is trusted, in
     /// seconds (never past the token's `exp`): a revoked token is refused
-    /// at most this long after its revocation.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
-    pub introspection_cache: u64,
+    /// at most this long after its revocation. (Default 60; given to
+    /// `--auth jwt`, which asks no endpoint, it is refused.)
+    #[arg(long, value_name = "SECS")]
+    pub introspection_cache: Option<u64>,
     /// This resource's URL in its protected-resource metadata (RFC 9728).
     /// Default: http://LISTEN_ADDR/mcp (https with `--tls-cert`).
     #[arg(long, value_name = "URL", requires = "issuer")]
@@ -174,9 +179,16 @@ pub struct ProxyArgs {
     /// applies).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_sessions_per_caller: u32,
+    /// `--listen`: a handshake-era session whose client has sent nothing for
+    /// this long, with no request or GET stream of its still open, is
+    /// closed and frees its place (messages its upstream sends do not count).
+    #[arg(long, value_name = "SECS", default_value_t = 300, requires = "listen",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub session_idle: u64,
     /// `--listen` with `--auth`: how many requests one subject may have in
-    /// flight at once, over every session and the shared 2026-07-28 one. A
-    /// request past it is answered 429 `TOO_MANY_REQUESTS`.
+    /// flight at once, over every session and the shared 2026-07-28 one,
+    /// open GET streams included. A request past it is answered 429
+    /// `TOO_MANY_REQUESTS`.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_in_flight_per_caller: u32,
     /// `--listen`: on SIGTERM or Ctrl-C, `/readyz` answers 503 and the
@@ -377,6 +389,12 @@ fn init_tracing(format: LogFormat) {
     if !names_rmcp && let Ok(quiet) = "rmcp=warn".parse() {
         filter = filter.add_directive(quiet);
     }
+    // rmcp::service logs every error answer at warn, an upstream's message
+    // among them, which often repeats the arguments it refused (review 22):
+    // the gateway logs its own failures by code. Errors only, unless named.
+    if !names_rmcp && let Ok(quieter) = "rmcp::service=error".parse() {
+        filter = filter.add_directive(quieter);
+    }
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -391,7 +409,7 @@ fn fail(e: &ProxyError) -> ExitCode {
     eprintln!("toolgate proxy: {e}");
     match e {
         ProxyError::Usage(_) => ExitCode::from(EXIT_USAGE),
-        ProxyError::Policy { .. } | ProxyError::Read { .. } => ExitCode::from(EXIT_LOAD),
+        ProxyError::Policy { .. } | ProxyError::Read { .. } | ProxyError::Store(_) => ExitCode::from(EXIT_LOAD),
         _ => ExitCode::FAILURE,
     }
 }
@@ -443,7 +461,10 @@ async fn sealing(args: &ProxyArgs) -> Result<Sealing, ProxyError> {
         }
         url => (
             state_keys(args)?,
-            Ledger::redis(url).await.map_err(|e| ProxyError::Usage(e.to_string()))?,
+            Ledger::redis(url).await.map_err(|e| match e {
+                crate::ledger::LedgerError::Unreachable(_) => ProxyError::Store(e.to_string()),
+                _ => ProxyError::Usage(e.to_string()),
+            })?,
         ),
     };
     Ok(Sealing {
@@ -521,6 +542,8 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
             ("--introspection-url", args.introspection_url.is_some()),
             ("--introspection-client-id", args.introspection_client_id.is_some()),
             ("--introspection-secret-env", args.introspection_secret_env.is_some()),
+            ("--introspection-cache", args.introspection_cache.is_some()),
+            ("--jwks-max-age", args.jwks_max_age.is_some()),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -691,6 +714,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                         .then(|| usize::try_from(args.max_sessions_per_caller).unwrap_or(usize::MAX)),
                 },
                 grace: Duration::from_secs(args.shutdown_grace),
+                session_idle: Duration::from_secs(args.session_idle),
                 connections: connection_limits,
                 tls: listen_tls,
                 in_flight_per_caller: (args.auth != AuthArg::None)
@@ -804,6 +828,8 @@ struct Served<'a> {
     limits: SessionLimits,
     /// How long a stop waits for the requests in flight.
     grace: Duration,
+    /// `--session-idle`.
+    session_idle: Duration,
     connections: ConnectionLimits,
     /// Requests in flight per subject (with `--auth`).
     in_flight_per_caller: Option<usize>,
@@ -818,6 +844,15 @@ fn own_hosts(local: std::net::SocketAddr, allowed: &[String]) -> Vec<String> {
     hosts.push(local.ip().to_string());
     hosts.extend(allowed.iter().cloned());
     hosts
+}
+
+/// `--issuer`, `--audience`: an empty value (an unset shell variable) would
+/// start a gateway that refuses every token.
+fn not_blank(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("an empty value: every token would be refused".into());
+    }
+    Ok(text.to_owned())
 }
 
 /// `--allow-host`: a DNS name or an address, without scheme, port or path.
@@ -882,6 +917,10 @@ async fn check_exposure(args: &ProxyArgs, addr: &str) -> Result<(), ProxyError> 
     Ok(())
 }
 
+/// `--jwks-max-age` and `--introspection-cache` when not given.
+const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
+const DEFAULT_INTROSPECTION_CACHE_SECS: u64 = 60;
+
 /// `--auth jwt` or `--auth introspection`, with what each needs.
 fn token_check(args: &ProxyArgs) -> Result<TokenCheck, ProxyError> {
     // A flag of the other way is a misunderstanding worth stopping for: an
@@ -889,16 +928,17 @@ fn token_check(args: &ProxyArgs) -> Result<TokenCheck, ProxyError> {
     // revoked tokens are refused.
     let introspection_flags = args.introspection_url.is_some()
         || args.introspection_client_id.is_some()
-        || args.introspection_secret_env.is_some();
+        || args.introspection_secret_env.is_some()
+        || args.introspection_cache.is_some();
     match args.auth {
         AuthArg::Jwt if introspection_flags => {
             return Err(ProxyError::Usage(
                 "--introspection-* flags go with --auth introspection, not --auth jwt".into(),
             ));
         }
-        AuthArg::Introspection if args.jwks.is_some() => {
+        AuthArg::Introspection if args.jwks.is_some() || args.jwks_max_age.is_some() => {
             return Err(ProxyError::Usage(
-                "--jwks goes with --auth jwt; --auth introspection asks --introspection-url".into(),
+                "--jwks and --jwks-max-age go with --auth jwt; --auth introspection asks --introspection-url".into(),
             ));
         }
         _ => {}
@@ -925,7 +965,7 @@ fn token_check(args: &ProxyArgs) -> Result<TokenCheck, ProxyError> {
         url,
         client_id: args.introspection_client_id.clone().unwrap_or_default(),
         client_secret,
-        trust_for: Duration::from_secs(args.introspection_cache),
+        trust_for: Duration::from_secs(args.introspection_cache.unwrap_or(DEFAULT_INTROSPECTION_CACHE_SECS)),
     }))
 }
 
@@ -960,13 +1000,21 @@ async fn authenticator(
         resource,
         base: config.anonymous.context.clone(),
         metrics: config.metrics.clone(),
-        jwks_max_age: Duration::from_secs(args.jwks_max_age),
+        jwks_max_age: Duration::from_secs(args.jwks_max_age.unwrap_or(DEFAULT_JWKS_MAX_AGE_SECS)),
     };
     // Only the JWKS fetch can fail here: introspection asks nothing before
     // the first token.
-    Authenticator::new(settings, client.clone())
+    let auth = Authenticator::new(settings, client.clone())
         .await
-        .map_err(|e| ProxyError::Usage(format!("--auth jwt: {e}")))
+        .map_err(|e| ProxyError::Usage(format!("--auth jwt: {e}")))?;
+    if !auth.can_verify().await {
+        return Err(ProxyError::Usage(
+            "--auth jwt: the key set holds no key that can verify a token (an RSA, EC P-256/P-384 or Ed25519 \
+             signing key): every caller would be refused"
+                .into(),
+        ));
+    }
+    Ok(auth)
 }
 
 /// The issuer's keys and its introspection endpoint vouch for every caller:
@@ -1009,6 +1057,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         origins,
         limits,
         grace,
+        session_idle,
         connections,
         in_flight_per_caller,
         tls,
@@ -1016,16 +1065,22 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         allowed_hosts,
         ..
     } = served;
-    let sessions = Arc::new(LocalSessionManager::default());
+    // rmcp's own idle timer too (it also restarts on what the upstream
+    // sends; the gate's counts the client alone: `Owners::expire_idle`).
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(session_idle);
+    let sessions = Arc::new(sessions);
     let busy: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let stop = tokio_util::sync::CancellationToken::new();
+    let owners = Arc::new(crate::owners::Owners::new(sessions.clone(), limits));
+    tokio::spawn(owners.clone().expire_idle(session_idle, stop.clone()));
     let gate = Arc::new(GateState {
         relay: config.relay.clone(),
         report: drop_report(),
         in_flight: Arc::default(),
         busy: busy.clone(),
         per_caller: in_flight_per_caller.map(|limit| Arc::new(crate::http::CallerLoad::new(limit))),
-        owners: Arc::new(crate::owners::Owners::new(sessions.clone(), limits)),
+        owners: owners.clone(),
         body_wait: crate::http::BODY_WAIT,
     });
     let scheme = if tls.is_some() { "https" } else { "http" };

@@ -262,6 +262,17 @@ fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// `response`, with `held` dropped once its body (a JSON body or an SSE
+/// stream) has been sent or abandoned.
+fn held_until_sent<T: Send + Sync + 'static>(response: Response, held: T) -> Response {
+    response.map(|body| {
+        Body::from_stream(body.into_data_stream().map(move |chunk| {
+            let _held = &held;
+            chunk
+        }))
+    })
+}
+
 pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: Next) -> Response {
     // The auth layer runs first; without `--auth` every caller is "".
     let subject = request
@@ -293,7 +304,33 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         return response;
     }
     if request.method() != Method::POST {
-        return next.run(request).await;
+        // A GET's answer is a stream that stays open (rmcp serves every GET
+        // on a session, a second one as a "shadow" stream): it holds one of
+        // its caller's places in flight while it is open, or one token could
+        // hold every connection the gateway serves (review 22).
+        let slot = match (request.method() == Method::GET, &state.per_caller) {
+            (true, Some(load)) => match load.enter(&subject) {
+                Some(slot) => Some(slot),
+                None => {
+                    tracing::info!(subject, "a GET stream was refused: too many in flight for its caller");
+                    let refused = (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [(header::RETRY_AFTER, "1")],
+                        "Too Many Requests: this caller has as many requests and streams open as one caller may \
+                         (--max-in-flight-per-caller)",
+                    );
+                    return answer_after_body(request.into_body(), refused.into_response()).await;
+                }
+            },
+            _ => None,
+        };
+        // A GET stream open on a session is its client's activity.
+        let active = session.as_deref().and_then(|session| state.owners.active(session));
+        let response = next.run(request).await;
+        return match (slot, active) {
+            (None, None) => response,
+            held => held_until_sent(response, held),
+        };
     }
     let (mut parts, body) = request.into_parts();
     // `MAX_MESSAGE_BYTES + 1` bytes are enough to tell an over-long body
@@ -381,6 +418,7 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
                 _ => None,
             };
             let busy = matches!(&*message, JsonRpcMessage::Request(_)).then(|| Busy::new(&state.busy));
+            let active = session.as_deref().and_then(|session| state.owners.active(session));
             // The session layer reads the body again; the gate's own reading
             // of it is not kept while the request runs (a large message's
             // tree would be held twice for as long as its call takes).
@@ -393,17 +431,12 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
             {
                 state.owners.opened(&opened, &subject, upstream).await;
             }
-            match (release, busy, slot) {
-                (None, None, None) => response,
+            match (release, busy, slot, active) {
+                (None, None, None, None) => response,
                 // The id is free, and the request no longer in flight, once
                 // the response (a JSON body or an SSE stream) has been sent
                 // or abandoned.
-                held => response.map(|body| {
-                    Body::from_stream(body.into_data_stream().map(move |chunk| {
-                        let _held = &held;
-                        chunk
-                    }))
-                }),
+                held => held_until_sent(response, held),
             }
         }
         Admission::Drop { method, why } => {

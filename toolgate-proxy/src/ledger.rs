@@ -18,6 +18,8 @@ const KEY_PREFIX: &str = "toolgate:seal:";
 pub enum LedgerError {
     #[error("--store {0}: only redis:// and rediss:// URLs are supported")]
     Scheme(String),
+    #[error("--store {0}")]
+    Url(String),
     #[error("the confirmation store is unreachable: {0}")]
     Unreachable(String),
 }
@@ -50,7 +52,7 @@ impl Ledger {
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             return Err(LedgerError::Scheme(redact(url)));
         }
-        let client = redis::Client::open(url).map_err(|e| LedgerError::Unreachable(e.to_string()))?;
+        let client = redis::Client::open(url).map_err(|e| LedgerError::Url(format!("{}: {e}", redact(url))))?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(REDIS_TIMEOUT))
             .set_response_timeout(Some(REDIS_TIMEOUT))

@@ -47,6 +47,46 @@ pub struct Owners {
 struct Owner {
     subject: String,
     upstream: Arc<UpstreamLink>,
+    activity: Arc<Activity>,
+}
+
+/// What the client has done on a session lately: its idle time is counted
+/// from the client's side. rmcp's own idle timer restarts on every message
+/// the session sends too, so an upstream that keeps notifying (a log stream,
+/// a heartbeat) kept a session its client had left open forever, with its
+/// place and its upstream child (review 22).
+#[derive(Debug)]
+pub(crate) struct Activity {
+    /// When the client's last request on it ended (or the session opened).
+    last: Mutex<std::time::Instant>,
+    /// Its requests whose answers are still being sent (a `GET` stream, a
+    /// call waiting for its upstream): a session with one is not idle.
+    open: std::sync::atomic::AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            last: Mutex::new(std::time::Instant::now()),
+            open: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn idle_for(&self) -> Option<std::time::Duration> {
+        (self.open.load(std::sync::atomic::Ordering::SeqCst) == 0)
+            .then(|| self.last.lock().unwrap_or_else(PoisonError::into_inner).elapsed())
+    }
+}
+
+/// One client request on a session, from when the gate admits it until its
+/// answer has been sent or abandoned.
+pub(crate) struct Active(Arc<Activity>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        *self.0.last.lock().unwrap_or_else(PoisonError::into_inner) = std::time::Instant::now();
+        self.0.open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 #[derive(Debug)]
@@ -170,6 +210,7 @@ impl Owners {
             let owner = Owner {
                 subject: subject.to_owned(),
                 upstream,
+                activity: Arc::new(Activity::new()),
             };
             table.by_session.insert(session.to_owned(), owner);
             table.by_session.len() >= table.prune_at
@@ -197,6 +238,55 @@ impl Owners {
             .by_session
             .retain(|session, _| live.contains(session) || !recorded.contains(session));
         table.prune_at = (table.by_session.len() * 2).max(FIRST_PRUNE);
+    }
+
+    /// Counts a request of the client on `session` as activity until the
+    /// returned guard is dropped (None for a session the gate does not know).
+    pub(crate) fn active(&self, session: &str) -> Option<Active> {
+        let activity = self.table().by_session.get(session)?.activity.clone();
+        activity.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(Active(activity))
+    }
+
+    /// Closes the sessions whose client has sent nothing for `idle`, with no
+    /// request of theirs still being answered, and says how many.
+    pub async fn close_idle(&self, idle: std::time::Duration) -> usize {
+        let expired: Vec<String> = {
+            let mut table = self.table();
+            let expired: Vec<String> = table
+                .by_session
+                .iter()
+                .filter(|(_, owner)| owner.activity.idle_for().is_some_and(|quiet| quiet >= idle))
+                .map(|(session, _)| session.clone())
+                .collect();
+            for session in &expired {
+                table.by_session.remove(session);
+            }
+            expired
+        };
+        for session in &expired {
+            // A session the layer ended itself meanwhile is already closed.
+            let _ = self.sessions.close_session(&Arc::from(session.as_str())).await;
+        }
+        expired.len()
+    }
+
+    /// Closes idle sessions every so often until `stop`.
+    pub async fn expire_idle(self: Arc<Self>, idle: std::time::Duration, stop: tokio_util::sync::CancellationToken) {
+        let every = (idle / 4).clamp(
+            std::time::Duration::from_millis(250),
+            std::time::Duration::from_secs(30),
+        );
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            let closed = self.close_idle(idle).await;
+            if closed > 0 {
+                tracing::info!(closed, "handshake-era sessions closed: their clients were idle");
+            }
+        }
     }
 
     /// Forgets a session its owner closed.
@@ -310,6 +400,32 @@ mod tests {
         let failed = owners.open("dave").await.expect("dave");
         drop(failed);
         drop(owners.open("dave").await.expect("dave again"));
+    }
+
+    #[tokio::test]
+    async fn a_session_whose_client_is_idle_is_closed_whatever_its_upstream_sends() {
+        use rmcp::transport::streamable_http_server::session::SessionManager as _;
+        let manager = Arc::new(LocalSessionManager::default());
+        let owners = Owners::new(manager.clone(), UNBOUNDED);
+        let (quiet, busy) = (live_session(&manager).await, live_session(&manager).await);
+        owners.opened(&quiet, "alice", Arc::default()).await;
+        owners.opened(&busy, "alice", Arc::default()).await;
+        let streaming = owners.active(&busy).expect("known session");
+        assert!(owners.active("unknown").is_none());
+        let idle = std::time::Duration::from_millis(50);
+        tokio::time::sleep(idle * 2).await;
+        // The quiet one goes, in the gate's table and the session layer; the
+        // one with a request still being answered (a GET stream) stays.
+        assert_eq!(owners.close_idle(idle).await, 1);
+        assert!(!manager.has_session(&Arc::from(quiet.as_str())).await.unwrap());
+        assert!(manager.has_session(&Arc::from(busy.as_str())).await.unwrap());
+        assert_eq!(owners.access(&quiet, "bob"), Access::Own, "forgotten");
+        // Once its stream ends, its idle time starts from then.
+        drop(streaming);
+        assert_eq!(owners.close_idle(idle).await, 0);
+        tokio::time::sleep(idle * 2).await;
+        assert_eq!(owners.close_idle(idle).await, 1);
+        assert!(!manager.has_session(&Arc::from(busy.as_str())).await.unwrap());
     }
 
     #[tokio::test]

@@ -84,6 +84,8 @@ fn an_issuer_s_settings_without_auth_are_refused_not_ignored() {
         ][..],
         &["--require-scope", "mcp:tools", "--issuer", "https://idp.example"][..],
         &["--introspection-url", "https://idp.example/introspect"][..],
+        &["--introspection-cache", "5"][..],
+        &["--jwks-max-age", "60"][..],
     ] {
         let out = Command::new(BIN)
             .args(["--listen", "127.0.0.1:0"])
@@ -123,4 +125,100 @@ fn secrets_for_the_upstream_go_in_clear_text_only_to_this_machine() {
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("use https") && !err.contains("t0ken"), "{err}");
+}
+
+/// Review 22 and 23: an `--auth` that could verify no token, or a flag of the
+/// other way of checking tokens, stops the start (exit 64) instead of
+/// serving a gateway that refuses every caller while it reports ready, or
+/// an operator believing revoked tokens are asked about.
+#[test]
+fn an_auth_that_could_verify_nothing_or_mixes_its_ways_does_not_start() {
+    let dir = std::env::temp_dir().join(format!("toolgate-proxy-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, r#"{"keys":[]}"#).unwrap();
+    let hmac_only = dir.join("hmac.json");
+    std::fs::write(&hmac_only, r#"{"keys":[{"kty":"oct","k":"c2VjcmV0","kid":"h"}]}"#).unwrap();
+    let ec = dir.join("ec.json");
+    std::fs::write(
+        &ec,
+        r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"e","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#,
+    )
+    .unwrap();
+    let jwt = |jwks: &std::path::Path, issuer: &str, extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0", "--auth", "jwt", "--jwks"])
+            .arg(jwks)
+            .args(["--issuer", issuer, "--audience", "mcp"])
+            .args(extra)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (jwks, issuer, extra, says) in [
+        (&empty, "https://idp.example", &[][..], "no key that can verify"),
+        (&hmac_only, "https://idp.example", &[][..], "no key that can verify"),
+        (&ec, "", &[][..], "empty value"),
+        (&ec, " ", &[][..], "empty value"),
+        (
+            &ec,
+            "https://idp.example",
+            &["--introspection-cache", "5"][..],
+            "--auth introspection",
+        ),
+    ] {
+        let (code, err) = jwt(jwks, issuer, extra);
+        assert_eq!(code, Some(64), "{jwks:?} {issuer:?} {extra:?}: {err}");
+        assert!(err.contains(says), "{err}");
+    }
+    let introspection = Command::new(BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--auth",
+            "introspection",
+            "--jwks-max-age",
+            "60",
+        ])
+        .args([
+            "--introspection-url",
+            "https://idp.example/introspect",
+            "--introspection-client-id",
+            "g",
+        ])
+        .args([
+            "--introspection-secret-env",
+            "PATH",
+            "--issuer",
+            "https://idp.example",
+            "--audience",
+            "mcp",
+        ])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(introspection.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&introspection.stderr).contains("--jwks-max-age"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A confirmation store that does not answer at start stops the start as an
+/// input that could not be reached (exit 2), not as a usage error (64),
+/// which an orchestrator would take for a configuration it must not retry.
+#[test]
+fn a_store_that_does_not_answer_at_start_is_an_input_not_reached() {
+    let run = |store: &str| {
+        let out = Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0", "--store", store, "--", "true"])
+            .env("TOOLGATE_STATE_SECRET", "0123456789abcdef0123456789abcdef")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run("redis://127.0.0.1:1");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unreachable"), "{err}");
+    let (code, err) = run("http://127.0.0.1:1");
+    assert_eq!(code, Some(64), "{err}");
 }

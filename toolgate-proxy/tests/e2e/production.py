@@ -14,6 +14,7 @@ Usage: production.py PROXY_BIN
 
 import asyncio
 import base64
+import contextlib
 import datetime
 import hashlib
 import hmac
@@ -921,6 +922,14 @@ async def inbound_auth(auth_server):
             "a flipped signature byte": flipped(alice),
             "a token for kid rsa-1 signed by another key": jwt.encode(
                 claims_for("alice", scope="notes:read"), STRAY_KEY, algorithm="ES256", headers={"kid": "rsa-1"}
+            ),
+            # RFC 7515 §4.1.11: an extension marked critical that the
+            # gateway does not understand (review 22: accepted).
+            "signed, with a crit extension": jwt.encode(
+                claims_for("alice", scope="notes:read"),
+                KEYS["rsa-1"][0],
+                algorithm=KEYS["rsa-1"][1],
+                headers={"kid": "rsa-1", "crit": ["r22"], "r22": "x"},
             ),
             "garbage": "not.a.jwt",
         }
@@ -2637,6 +2646,83 @@ async def session_limits():
             ran(log, "slow", tag="alice-later"),
             (r.status_code, r.text[:300]),
         )
+
+        # GET streams stay open, each on a connection: they hold places too
+        # (review 22: one token held every --max-connections place with them).
+        streaming = {
+            **base,
+            "Accept": "text/event-stream",
+            "Authorization": f"Bearer {tokens['alice']}",
+            "Mcp-Session-Id": again,
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        async with contextlib.AsyncExitStack() as held:
+            opened = [await held.enter_async_context(http.stream("GET", gw.url, headers=streaming)) for _ in range(2)]
+            async with http.stream("GET", gw.url, headers=streaming) as extra:
+                extra_status = extra.status_code
+            call = await post_call(http, gw.url, "read_note", {"name": "alice-streaming"}, tok=tokens["alice"])
+            bobs = await post_call(http, gw.url, "read_note", {"name": "bob-streaming"}, tok=tokens["bob"])
+        check(
+            "alice's two open GET streams hold her places: a third stream and a call get 429",
+            [r.status_code for r in opened] == [200, 200]
+            and extra_status == 429
+            and call.status_code == 429
+            and not ran(log, "read_note", name="alice-streaming"),
+            ([r.status_code for r in opened], extra_status, call.status_code, call.text[:200]),
+        )
+        check("...bob's call meanwhile runs", ran(log, "read_note", name="bob-streaming"), bobs.text[:200])
+        # A closed stream's place frees when the gateway sees the connection
+        # go, a moment after the client closes it.
+        for _ in range(50):
+            r = await post_call(http, gw.url, "read_note", {"name": "alice-closed"}, tok=tokens["alice"])
+            if r.status_code != 429:
+                break
+            await asyncio.sleep(0.1)
+        check(
+            "...once they are closed, alice's call runs",
+            ran(log, "read_note", name="alice-closed"),
+            (r.status_code, r.text[:300]),
+        )
+    gw.stop()
+
+
+async def idle_sessions():
+    """A session its client left (no DELETE, no stream) is closed after
+    --session-idle, though its upstream keeps sending it notifications
+    (review 22: rmcp's idle timer restarted on them, and the session held its
+    place and its upstream child for good)."""
+    log = TMP / "idle-upstream.jsonl"
+    gw = Gateway(
+        "idle",
+        *("--max-sessions", "1", "--session-idle", "2"),
+        upstream_args=upstream_cmd(log, TMP / "notes-idle", "--chatty"),
+    )
+    async with http_client() as http:
+        r = await http.post(gw.url, json=legacy_initialize("idle-a"), headers=BASE_HEADERS)
+        session = r.headers.get("mcp-session-id")
+        headers = {**BASE_HEADERS, "Mcp-Session-Id": session or "", "MCP-Protocol-Version": "2025-06-18"}
+        await http.post(gw.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "chatty", "arguments": {}}}
+        r = await http.post(gw.url, json=call, headers=headers)
+        check(
+            "idle sessions: a session's upstream starts talking to it",
+            session and ran(log, "chatty"),
+            (r.status_code, r.text[:300]),
+        )
+        r = await http.post(gw.url, json=legacy_initialize("idle-b"), headers=BASE_HEADERS)
+        check("...while it is open, --max-sessions 1 is full: 429", r.status_code == 429, (r.status_code, r.text[:200]))
+        # Abandoned: its client sends nothing more. Within a few idle times
+        # it is closed and its place is free.
+        opened = None
+        for _ in range(60):
+            await asyncio.sleep(0.25)
+            r = await http.post(gw.url, json=legacy_initialize("idle-c"), headers=BASE_HEADERS)
+            if r.status_code == 200:
+                opened = r.headers.get("mcp-session-id")
+                break
+        check("...once its client has been idle past --session-idle, a new session opens", opened, r.status_code)
+        r = await http.post(gw.url, json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=headers)
+        check("...and the abandoned session is gone (404)", r.status_code == 404, (r.status_code, r.text[:200]))
     gw.stop()
 
 
@@ -3129,6 +3215,7 @@ async def main():
         await section("open listener", open_listener())
         await section("origins", origins())
         await section("session limits", session_limits())
+        await section("idle sessions", idle_sessions())
         await section("connection bounds", connection_bounds())
         await section("TLS on --listen", listen_tls())
         await section("shared-session tasks", shared_session_tasks())

@@ -22,6 +22,8 @@ UPSTREAM_READ_NOTE_DESTRUCTIVE=1 serves read_note as a destructive tool (a
 redeploy that changed it).
 UPSTREAM_REFUSE_CLIENT=NAME answers an HTTP initialize from the client named
 NAME with a 503 (the gateway's own session cannot open; its clients' can).
+`--chatty` adds `chatty`, after which the server sends its session a log
+notification every half second for a minute (a log stream, a heartbeat).
 `--tasks` adds `background`, which the server runs as a task (SEP-2663: the
 call is answered `resultType: "task"`, the result read with `tasks/get`),
 with ids that count up (`task-1`, `task-2`, ...), as many servers' do; it does
@@ -125,6 +127,7 @@ def main():
     parser.add_argument("--client-ca")
     parser.add_argument("--redefinable", action="store_true")
     parser.add_argument("--list-hangs-after-redefine", action="store_true")
+    parser.add_argument("--chatty", action="store_true")
     parser.add_argument("--tasks", action="store_true")
     args = parser.parse_args()
     log_path = Path(args.log)
@@ -217,6 +220,26 @@ def main():
             )
             await ctx.session.send_tool_list_changed()
             return "read_note redefined"
+
+    if args.chatty:
+        chatter = set()
+
+        @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+        async def chatty(ctx: Context) -> str:
+            """Start sending this session log notifications for a minute."""
+            record({"tool": "chatty", "arguments": {}})
+            session = ctx.session
+
+            async def talk():
+                for n in range(120):
+                    await asyncio.sleep(0.5)
+                    try:
+                        await session.send_log_message(level="info", data=f"still here {n}")
+                    except Exception:  # the gateway closed the session
+                        return
+
+            chatter.add(asyncio.create_task(talk()))
+            return "talking"
 
     if args.tasks:
         serve_tasks(server, record)
