@@ -567,3 +567,23 @@ fn a_prepared_engine_answers_as_the_shipped_one() {
     assert!(stderr.trim_end().ends_with("(COMPONENT_INVALID)"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A reader that stops early (`toolgate demo | head -1`) ends the command
+/// quietly with the shell's broken-pipe status, never a panic on stderr.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    for args in [&["demo"][..], &["test", &plans("plans.test.yaml")][..]] {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before anything is read: every write finds no reader.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
+    }
+}

@@ -12,6 +12,7 @@
 
 use anyhow::{Result, anyhow};
 use serde_json::{Value, json};
+use std::io::Write as _;
 use std::process::ExitCode;
 use toolgate::{Context, Engine};
 
@@ -84,25 +85,29 @@ fn call_text(call: &Value) -> String {
 /// Prints the demo as a person follows it; with `json`, also every turn
 /// state and decision in full (one JSON document per line).
 pub fn run(json: bool) -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
     let engine = Engine::cached()?;
     let retail = engine
         .load(Some(RETAIL_POLICY), RETAIL_CATALOG)
         .map_err(|e| anyhow!("{e}"))?;
-    println!("Retail return (examples/retail): an agent proposes calls, the engine decides each turn.");
-    println!("policy revision {}", retail.revision());
+    writeln!(
+        out,
+        "Retail return (examples/retail): an agent proposes calls, the engine decides each turn."
+    )?;
+    writeln!(out, "policy revision {}", retail.revision())?;
     let context = json!({"surface": "confirming", "allowed_tools": ["consultar_pedido", "solicitar_devolucao"]});
     let mut state = String::new();
     for message in [
         "Quero devolver o pedido 123 porque me arrependi da compra.",
         "Sim, confirmo a devolução.",
     ] {
-        println!("\nuser: {message}");
+        writeln!(out, "\nuser: {message}")?;
         let (calls, user_confirmed) = agent(message);
         for call in &calls {
-            println!("  the model proposes  {}", call_text(call));
+            writeln!(out, "  the model proposes  {}", call_text(call))?;
         }
         if let Some(answer) = user_confirmed {
-            println!("  the person answers  {}", if answer { "yes" } else { "no" });
+            writeln!(out, "  the person answers  {}", if answer { "yes" } else { "no" })?;
         }
         // A yes names the call the person was shown (its digest in the
         // state they answered), so it cannot run a call that replaced it.
@@ -124,39 +129,42 @@ pub fn run(json: bool) -> Result<ExitCode> {
                 ),
                 _ => "devolução registrada".to_owned(),
             };
-            println!("  runs                {} -> {result}", call_text(call));
+            writeln!(out, "  runs                {} -> {result}", call_text(call))?;
         }
         for result in field(&parsed, "results").as_array().into_iter().flatten() {
             if field(result, "action").as_str() == Some("execute") {
                 continue;
             }
-            println!(
+            writeln!(
+                out,
                 "  waits               {} ({})",
                 field(result, "name").as_str().unwrap_or_default(),
                 verdict(field(result, "decision"))
-            );
+            )?;
         }
         let pending = field(&parsed, "pending_tool_call");
         if !pending.is_null() {
-            println!(
+            writeln!(
+                out,
                 "  kept for the confirming turn: {} (the model's own `confirmed` removed)",
                 call_text(pending)
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            out,
             "  turn state: {}",
             field(&parsed, "transaction_status").as_str().unwrap_or_default()
-        );
+        )?;
         if json {
-            println!("  state {state}");
+            writeln!(out, "  state {state}")?;
         }
     }
 
     let plans = engine
         .load(Some(PLANS_POLICY), PLANS_CATALOG)
         .map_err(|e| anyhow!("{e}"))?;
-    println!("\nPlan change (examples/plans): what each call gets.");
-    println!("policy revision {}", plans.revision());
+    writeln!(out, "\nPlan change (examples/plans): what each call gets.")?;
+    writeln!(out, "policy revision {}", plans.revision())?;
     let calls = [
         r#"{"name":"consultar_plano","arguments":{"customer_id":"42"}}"#,
         r#"{"name":"alterar_plano","arguments":{"customer_id":"42","new_plan_id":"CONTROLE_100"}}"#,
@@ -168,17 +176,21 @@ pub fn run(json: bool) -> Result<ExitCode> {
     for call in calls {
         let decision = plans.evaluate(call.as_bytes(), &Context::default());
         let parsed: Value = serde_json::from_str(&decision.json)?;
-        println!(
+        writeln!(
+            out,
             "\n  {}\n    -> {}",
             call_text(&serde_json::from_str(call)?),
             verdict(&parsed)
-        );
+        )?;
         if json {
-            println!("    decision {}", decision.json);
+            writeln!(out, "    decision {}", decision.json)?;
         }
     }
     if !json {
-        println!("\n(`toolgate demo --json` adds every turn state and decision in full.)");
+        writeln!(
+            out,
+            "\n(`toolgate demo --json` adds every turn state and decision in full.)"
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

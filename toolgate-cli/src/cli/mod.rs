@@ -17,6 +17,8 @@ const EXIT_LOAD: u8 = 2;
 /// The answer is no: a check found an error, a test failed, a call was
 /// denied under `--fail-on-deny`.
 const EXIT_NO: u8 = 1;
+/// stdout was closed by its reader (128 + SIGPIPE, as a shell reports it).
+const EXIT_BROKEN_PIPE: u8 = 141;
 
 const EXIT_CODES: &str = "\
 Exit codes (every command):
@@ -24,10 +26,11 @@ Exit codes (every command):
   1   the answer is no: `check` found an error (any finding with --strict), a `test` case failed, `eval --fail-on-deny` saw a denial,
       `pin` left a pin stale (held back until its entry is reviewed)
       (`proxy`: the gateway stopped on an error)
-  2   an input could not be read or loaded (policy, catalog, test file, server); the message names it,
+  2   an input could not be read or loaded (policy, catalog, test file, server, `proxy`'s --store); the message names it,
       as FILE:LINE:COL where it has a position
   64  usage error (a flag or argument is wrong)
-Errors are one line on stderr: `toolgate: [FILE:LINE:COL: ]message (CODE)`.";
+Errors are one line on stderr: `toolgate: [FILE:LINE:COL: ]message (CODE)` for what the engine refused
+(docs/codes.md), `toolgate: cannot read FILE: reason` for a file it could not read.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -61,7 +64,8 @@ enum Command {
     Pin(PinArgs),
     /// Runs the bundled retail example through the turn state machine.
     Demo {
-        /// Also print every turn state and decision in full (one JSON document per line).
+        /// Also print every turn state and decision in full, among the narrative: lines
+        /// `  state {…}` and `    decision {…}`, the JSON after the word.
         #[arg(long)]
         json: bool,
     },
@@ -270,6 +274,16 @@ pub fn main() -> ExitCode {
     };
     match run(cli) {
         Ok(code) => code,
+        // The reader went away (`toolgate demo | head`): nothing to say, and
+        // no panic; the shell's convention for a process a closed pipe ended.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::from(EXIT_BROKEN_PIPE)
+        }
         Err(e) => {
             eprintln!("toolgate: {}", with_code(one_line(&e), &e));
             ExitCode::from(EXIT_LOAD)
@@ -315,8 +329,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let catalog = read_text(&args.catalog)?;
             match toolgate::prepare_into(&args.out, policy.as_deref(), &catalog, args.native) {
                 Ok(files) => {
+                    let mut out = std::io::stdout().lock();
                     for file in files {
-                        println!("{}", file.display());
+                        writeln!(out, "{}", file.display())?;
                     }
                     Ok(ExitCode::SUCCESS)
                 }
@@ -337,7 +352,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     Engine::precompile_into(dir)?
                 }
             };
-            println!("{}", written.display());
+            writeln!(std::io::stdout().lock(), "{}", written.display())?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -501,13 +516,15 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
     let policy_path = Some(args.policy.as_path());
     match args.format {
         Format::Text => {
+            let mut out = std::io::stdout().lock();
             for finding in &findings {
-                println!(
+                writeln!(
+                    out,
                     "{}: {}: {}",
                     location(&finding.problem, policy_path, &catalog_name),
                     finding.severity,
                     problem_text(&finding.problem)
-                );
+                )?;
             }
             match &revision {
                 Some(revision) => eprintln!(
@@ -540,7 +557,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
                 "policy_revision": revision,
                 "catalog": catalog_name,
             });
-            println!("{report}");
+            writeln!(std::io::stdout().lock(), "{report}")?;
         }
     }
     let failing = if args.strict { findings.len() } else { errors };

@@ -14,6 +14,7 @@
 use super::read_text;
 use anyhow::{Context as _, Result, anyhow};
 use serde::Deserialize;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use toolgate::Engine;
@@ -59,6 +60,7 @@ pub fn run(files: &[PathBuf], json: bool) -> Result<ExitCode> {
     }
     let failed = outcomes.iter().filter(|o| !o.passed()).count();
     let passed = outcomes.len() - failed;
+    let mut out = std::io::stdout().lock();
     if json {
         let cases: Vec<serde_json::Value> = outcomes
             .iter()
@@ -73,22 +75,24 @@ pub fn run(files: &[PathBuf], json: bool) -> Result<ExitCode> {
                 })
             })
             .collect();
-        println!(
+        writeln!(
+            out,
             "{}",
             serde_json::json!({ "passed": passed, "failed": failed, "cases": cases })
-        );
+        )?;
     } else {
         for o in &outcomes {
             if o.passed() {
-                println!("ok    {}: {}", o.file, o.name);
+                writeln!(out, "ok    {}: {}", o.file, o.name)?;
             } else {
-                println!(
+                writeln!(
+                    out,
                     "FAIL  {}: {}: expected {}, got {}\n      {}",
                     o.file, o.name, o.expected, o.got, o.decision
-                );
+                )?;
             }
         }
-        println!("{passed} passed, {failed} failed");
+        writeln!(out, "{passed} passed, {failed} failed")?;
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
