@@ -1082,6 +1082,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         per_caller: in_flight_per_caller.map(|limit| Arc::new(crate::http::CallerLoad::new(limit))),
         owners: owners.clone(),
         body_wait: crate::http::BODY_WAIT,
+        large: crate::http::large_messages(),
     });
     let scheme = if tls.is_some() { "https" } else { "http" };
     let pages = with_pages.then(|| approve_router(&config, (local, allowed_hosts), public, scheme));

@@ -64,7 +64,12 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
     ),
     (
         "TOO_MANY_REQUESTS",
-        "a request over HTTP past `--max-in-flight-per-caller` for its subject, with `--auth` (HTTP 429, `Retry-After`); it was not forwarded",
+        "a request over HTTP past `--max-in-flight-per-caller` for its subject (open `GET` streams count), with `--auth` (HTTP 429, `Retry-After`); it was not forwarded",
+        true,
+    ),
+    (
+        "GATEWAY_BUSY",
+        "a message over HTTP of more than 2^14 JSON values while other such messages hold 2^20 values (HTTP 503, `Retry-After`); it was not read further",
         true,
     ),
     (
