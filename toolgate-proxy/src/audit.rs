@@ -13,6 +13,8 @@ use crate::ProxyError;
 pub struct Audit {
     file: Mutex<Box<dyn Write + Send>>,
     with_args: bool,
+    /// `toolgate_audit_write_failures`, when the gateway keeps metrics.
+    failures: Option<prometheus_client::metrics::counter::Counter>,
 }
 
 impl std::fmt::Debug for Audit {
@@ -220,7 +222,14 @@ impl Audit {
         Audit {
             file: Mutex::new(writer),
             with_args,
+            failures: None,
         }
+    }
+
+    /// Counts every line that cannot be written in `counter`.
+    pub fn counting_failures(mut self, counter: prometheus_client::metrics::counter::Counter) -> Audit {
+        self.failures = Some(counter);
+        self
     }
 
     /// Whether lines carry argument values (`--audit-args`): callers copy
@@ -233,9 +242,13 @@ impl Audit {
         let mut line = Map::new();
         line.insert("time".into(), Value::String(rfc3339_now()));
         line.insert("tool".into(), Value::String(bounded_name(record.tool)));
+        // The engine's decision: a call it allowed whose sending then failed
+        // (`upstream_failed`, `not_sent`) has the host's code on its line, and
+        // may have run; review 22 found consumers counting it as refused.
+        let allowed = record.code.is_none() || matches!(record.outcome, "upstream_failed" | "not_sent");
         line.insert(
             "decision".into(),
-            Value::String(if record.code.is_none() { "allowed" } else { "blocked" }.into()),
+            Value::String(if allowed { "allowed" } else { "blocked" }.into()),
         );
         line.insert(
             "code".into(),
@@ -276,6 +289,9 @@ impl Audit {
         // crash; it is reported on stderr.
         if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.flush()) {
             eprintln!("toolgate proxy: could not write the audit log: {e}");
+            if let Some(failures) = &self.failures {
+                failures.inc();
+            }
         }
     }
 }
@@ -318,6 +334,45 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    /// A full disk: every line fails, each is counted, nothing panics.
+    #[test]
+    fn a_line_that_cannot_be_written_is_counted() {
+        struct Full;
+        impl std::io::Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let metrics = crate::metrics::Metrics::new();
+        let audit = super::Audit::to_writer(Box::new(Full), false).counting_failures(metrics.audit_write_failures());
+        let record = super::Record {
+            tool: "t",
+            code: None,
+            revision: "sha256:0",
+            surface: "confirming",
+            confirmation: None,
+            seal: None,
+            approval: None,
+            digest: None,
+            event: None,
+            outcome: "forwarded",
+            arguments: None,
+            caller: "",
+            would_block: false,
+        };
+        for _ in 0..2 {
+            audit.write(&record);
+        }
+        assert!(
+            metrics.render().contains("toolgate_audit_write_failures_total 2"),
+            "{}",
+            metrics.render()
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -578,13 +578,15 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
             "toolgate proxy: --mode shadow: every call is forwarded, blocked or not (audit lines say would_block); nothing is enforced"
         );
     }
+    let metrics: Arc<crate::metrics::Metrics> = Arc::default();
+    let audit = audit.map(|audit| audit.counting_failures(metrics.audit_write_failures()));
     Ok(Config {
         engine,
         policy: Arc::new(Policy::fixed(policy)),
         anonymous: Arc::new(Caller::anonymous(context)),
         authenticated,
         shadow: args.mode == ModeArg::Shadow,
-        metrics: Arc::default(),
+        metrics,
         trust_model_confirmation: args.trust_model_confirmation,
         sealing,
         upstream,
@@ -677,9 +679,19 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     };
     if let Some(addr) = &args.metrics {
         let (listener, local) = bind(addr).await?;
-        let router = crate::metrics::router(config.metrics.clone());
+        let mut router = crate::metrics::router(config.metrics.clone());
         eprintln!("toolgate proxy: metrics at http://{local}/metrics");
-        if !local.ip().is_loopback() {
+        if local.ip().is_loopback() {
+            // On loopback a web page that rebinds its own name to 127.0.0.1
+            // could read every tool name (review 22): this machine's names
+            // and `--allow-host`'s only, and no browser's `Origin`. Beyond
+            // loopback scrapers and probes name the address they reach.
+            let check = crate::headers::HeaderCheck::new(&own_hosts(local, &args.allow_hosts), &[]);
+            router = router.layer(axum::middleware::from_fn_with_state(
+                Arc::new(check),
+                crate::headers::check,
+            ));
+        } else {
             // Not refused: a scraper on a private network is the usual set-up.
             eprintln!(
                 "toolgate proxy: WARNING: --metrics {addr} is reachable beyond this machine without authentication, and its labels name every tool, hidden ones included: keep it on a network only the scraper reaches"

@@ -963,8 +963,19 @@ impl SessionState {
         };
         let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
         let gone = self.ends_upstream_session(&error);
+        let unusable = self.unusable_http_answer(&error);
         let (message, code) = match error {
             ServiceError::McpError(e) => return Failure::answer(e),
+            // An HTTP upstream that answered, but not with a message: a 5xx,
+            // a 429, a body that is not JSON-RPC. Its connection did not end
+            // (review 22: these were reported as UPSTREAM_CLOSED).
+            ServiceError::TransportSend(_) if !gone && unusable.is_some() => (
+                format!(
+                    "toolgate proxy: the upstream server answered {method} with nothing the gateway can read ({}); whether a call ran is unknown",
+                    unusable.unwrap_or_default()
+                ),
+                "UPSTREAM_ERROR",
+            ),
             ServiceError::Timeout { timeout } => (
                 format!(
                     "toolgate proxy: the upstream server did not answer {method} within {} s; the request was cancelled upstream",
@@ -1026,6 +1037,34 @@ impl SessionState {
             }
             _ => false,
         }
+    }
+
+    /// What an HTTP upstream answered instead of a message, when it answered
+    /// (an HTTP status, an unreadable or over-long body, another content
+    /// type), as rmcp's error says it.
+    fn unusable_http_answer(&self, error: &ServiceError) -> Option<String> {
+        use rmcp::transport::streamable_http_client::StreamableHttpError;
+        let ServiceError::TransportSend(sent) = error else {
+            return None;
+        };
+        if !matches!(self.config.upstream, UpstreamSpec::Url(_)) {
+            return None;
+        }
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(sent.error.as_ref());
+        while let Some(current) = source {
+            if let Some(
+                answered @ (StreamableHttpError::HttpStatus(_)
+                | StreamableHttpError::UnexpectedServerResponse(_)
+                | StreamableHttpError::ResponseBodyTooLarge { .. }
+                | StreamableHttpError::UnexpectedContentType(_)
+                | StreamableHttpError::Deserialize(_)),
+            ) = current.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+            {
+                return Some(answered.to_string());
+            }
+            source = current.source();
+        }
+        None
     }
 
     /// Builds the request `method` with `params` and forwards it.

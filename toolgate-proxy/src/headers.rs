@@ -1,4 +1,4 @@
-//! What `/mcp` refuses on a request's headers alone, before any of its body
+//! What `/mcp` (and a loopback `--metrics`) refuses on a request's headers alone, before any of its body
 //! is read: a `Host` this gateway does not answer (DNS rebinding), an
 //! `Origin` it does not admit, and a `POST` that is not JSON. The session
 //! layer (rmcp) checks the same, but only after the gate has read and parsed

@@ -60,6 +60,7 @@ pub struct Metrics {
     connections: Family<ListenerLabels, Gauge>,
     header_timeouts: Counter,
     tls_expiry: Gauge,
+    audit_write_failures: Counter,
     ready: AtomicBool,
     /// A stop is draining: not ready again, whatever loads meanwhile.
     draining: AtomicBool,
@@ -148,8 +149,15 @@ impl Metrics {
             "when the certificate --listen serves (--tls-cert) expires, in Unix seconds",
             tls_expiry.clone(),
         );
+        let audit_write_failures = Counter::default();
+        registry.register(
+            "audit_write_failures",
+            "audit lines (--audit) that could not be written; the call went on, as the audit records decisions and does not make them",
+            audit_write_failures.clone(),
+        );
         Metrics {
             registry,
+            audit_write_failures,
             upstream_errors,
             connections,
             header_timeouts,
@@ -164,6 +172,11 @@ impl Metrics {
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
         }
+    }
+
+    /// The counter `Audit` adds to when a line cannot be written.
+    pub fn audit_write_failures(&self) -> Counter {
+        self.audit_write_failures.clone()
     }
 
     pub fn decision(&self, tool: &str, code: Option<&str>) {

@@ -1426,6 +1426,14 @@ async def upstream_restart():
             "UPSTREAM" in busy.text and ran(log, "read_note", name="after-503") and "slept" in done.text,
             (busy.text[:300], next_call.text[:200], done.text[:300]),
         )
+        # Review 22: an answer that is not a message was reported as a
+        # connection that ended (UPSTREAM_CLOSED), sending operators to look
+        # for network trouble.
+        check(
+            "...reported as an answer the gateway cannot read (UPSTREAM_ERROR, HTTP 503), not a closed connection",
+            "UPSTREAM_ERROR" in busy.text and "503" in busy.text and "UPSTREAM_CLOSED" not in busy.text,
+            busy.text[:300],
+        )
         raw = await raw_legacy_session(http, gw.url, "restart-raw")
         r = await raw.call("read_note", {"name": "before-raw"})
         check(
@@ -1478,13 +1486,13 @@ async def upstream_restart():
             (first.status_code, first.text[:300]),
         )
         lines = [
-            (e.get("outcome"), e.get("code"))
+            (e.get("outcome"), e.get("code"), e.get("decision"))
             for e in audit_lines(audit)
             if (e.get("arguments") or {}).get("name") == "after-raw-1"
         ]
         check(
-            "...its audit says forwarded, then upstream_failed with the code",
-            lines == [("forwarded", None), ("upstream_failed", "UPSTREAM_CLOSED")],
+            "...its audit says forwarded, then upstream_failed with the code (the engine's decision: allowed)",
+            lines == [("forwarded", None, "allowed"), ("upstream_failed", "UPSTREAM_CLOSED", "allowed")],
             lines,
         )
         check(
@@ -2288,6 +2296,16 @@ async def metrics():
             "/readyz 200 on both once the catalog is loaded",
             became and late == 200 and time.monotonic() - started >= 2.4,
             (became, late, round(time.monotonic() - started, 2)),
+        )
+        # Review 22: a page rebinding its name to 127.0.0.1 read /metrics
+        # (every tool name, hidden ones included).
+        rebound = await http.get(mbase + "/metrics", headers={"Host": f"rebound.example:{mport}"})
+        page = await http.get(mbase + "/metrics", headers={"Origin": "https://evil.example"})
+        local = await http.get(mbase + "/metrics", headers={"Host": f"localhost:{mport}"})
+        check(
+            "a loopback --metrics answers its own names only: a rebound Host or a page's Origin gets 403",
+            (rebound.status_code, page.status_code, local.status_code) == (403, 403, 200),
+            (rebound.status_code, page.status_code, local.status_code),
         )
 
     async with mcp_client(gw.url) as c:
