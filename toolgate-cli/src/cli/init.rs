@@ -29,6 +29,9 @@ struct Classified {
     /// The server says it only reads (its annotations, read with no policy
     /// at all), where a policy would not take that word.
     claimed_read_only: bool,
+    /// The effect the engine gives the tool when it takes the server's word
+    /// (`--read-only-from-hints` writes it so).
+    claimed_effect: String,
     pin: Option<String>,
 }
 
@@ -55,6 +58,9 @@ pub fn init(
         // The operator took the server's word: its claimed reads are reads.
         for tool in tools.iter_mut().filter(|t| t.claimed_read_only) {
             tool.operation_type = "read_only".into();
+            // Review 23: the comment said `(effect: write)` of a tool written
+            // read_only; the engine's effect for it once the hint is taken.
+            tool.effect = tool.claimed_effect.clone();
             tool.source = "taken".into();
             tool.claimed_read_only = false;
         }
@@ -272,11 +278,17 @@ fn classify(engine: &Engine, catalog: &str) -> Result<Vec<Classified>> {
             let claims = metadata(&claimed, &name)?;
             let claimed_read_only = operation_type != "read_only"
                 && claims.get("operation_type").and_then(|v| v.as_str()) == Some("read_only");
+            let claimed_effect = claims
+                .get("effect")
+                .and_then(|v| v.as_str())
+                .unwrap_or("unknown")
+                .to_owned();
             Ok(Classified {
                 operation_type,
                 effect: field("effect"),
                 source: field("policy_source"),
                 claimed_read_only,
+                claimed_effect,
                 pin: pins.get(&name).cloned(),
                 name,
             })

@@ -134,6 +134,15 @@ async def one_server(label, server, arguments_of, ran):
         and revision.findall(done.stderr) == revision.findall(checked.stdout + checked.stderr),
         (done.stderr[-300:], checked.stdout[-300:]),
     )
+    # Review 23: each taken read's comment said `(effect: write)`.
+    comments = re.findall(r"# (read_only|transactional) \(effect: (\w+)\)", taken.read_text())
+    check(
+        f"{label}: ...and each comment's effect is the engine's for what is written (reads read)",
+        comments
+        and all((kind == "read_only") == (effect == "read") for kind, effect in comments)
+        and sum(kind == "read_only" for kind, _ in comments) == len(names - writes),
+        comments,
+    )
     policy.write_text(reviewed)
     results = await calls_through(policy, server, arguments_of)
     asked = {name for name, r in results.items() if blocked_code(r) == "CONFIRMATION_REQUIRED"}
