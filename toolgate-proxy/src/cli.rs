@@ -599,6 +599,8 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         warming: Default::default(),
         reported: Default::default(),
         shared: Default::default(),
+        stopping: Default::default(),
+        forwarding: Default::default(),
     })
 }
 
@@ -748,6 +750,7 @@ async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
         drop_report(),
     );
     let flusher = transport.flusher();
+    let (stopping, forwarding) = (config.stopping.clone(), config.forwarding.clone());
     let gateway = Gateway::new(config);
     let session = gateway.clone();
     let served = tokio::select! {
@@ -766,11 +769,23 @@ async fn serve_stdio(config: Arc<Config>) -> Result<(), ProxyError> {
             return Err(ProxyError::Serve(e.to_string()));
         }
     };
-    let ended = tokio::select! {
-        _ = running.waiting() => false,
-        () = shutdown_signal() => false,
-        () = session.upstream_ended() => true,
+    let (ended, signalled) = tokio::select! {
+        _ = running.waiting() => (false, false),
+        () = shutdown_signal() => (false, true),
+        () = session.upstream_ended() => (true, false),
     };
+    if signalled {
+        // Calls still waiting for the upstream are cancelled there and
+        // answered `CANCELLED` (their audit lines written) before the
+        // session ends, rather than left with no answer (review 22).
+        stopping.cancel();
+        let answered_by = tokio::time::Instant::now() + ANSWER_AFTER_STOP;
+        while forwarding.load(std::sync::atomic::Ordering::SeqCst) > 0 && tokio::time::Instant::now() < answered_by {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The session writes each answer once its handler returns.
+        tokio::time::sleep(STDIO_ANSWER_WAIT).await;
+    }
     // The client went away (or we were told to stop): stop the server. Or
     // the server ended: every later call would fail, while the host shows
     // the server as connected; exiting lets the host start both again.
@@ -1099,6 +1114,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
     let scheme = if tls.is_some() { "https" } else { "http" };
     let pages = with_pages.then(|| approve_router(&config, (local, allowed_hosts), public, scheme));
     let metrics = config.metrics.clone();
+    let stopping = config.stopping.clone();
     let readiness = metrics.clone();
     let connection_metrics = metrics.clone();
     let header_check = Arc::new(crate::headers::HeaderCheck::new(&hosts, &origins));
@@ -1169,6 +1185,14 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
             while busy.load(std::sync::atomic::Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            // The grace is over: the requests still waiting for the upstream
+            // are cancelled there and answered (their audit lines written),
+            // which takes a moment; then the sessions end.
+            stopping.cancel();
+            let answered_by = tokio::time::Instant::now() + ANSWER_AFTER_STOP;
+            while busy.load(std::sync::atomic::Ordering::SeqCst) > 0 && tokio::time::Instant::now() < answered_by {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             stop.cancel();
         }
     };
@@ -1184,6 +1208,15 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         }
     }
 }
+
+/// Over stdio (no grace: the client asked to stop), how long a stop gives
+/// the session to write the answers of the calls it cancelled, once their
+/// handlers have returned.
+const STDIO_ANSWER_WAIT: Duration = Duration::from_millis(50);
+
+/// How long the requests cancelled at the end of the grace have to be
+/// answered before the sessions end.
+const ANSWER_AFTER_STOP: Duration = Duration::from_secs(2);
 
 /// How long connections may stay after the drain ended the streams.
 const STOP_AFTER_DRAIN: Duration = Duration::from_secs(5);

@@ -116,6 +116,30 @@ pub struct Config {
     /// a comparison instead of a load. Held while loading, so sessions that
     /// start together load once.
     pub(crate) shared: tokio::sync::Mutex<Option<SharedRules>>,
+    /// Cancelled when a stop's grace has run out: each request still waiting
+    /// for the upstream is cancelled there and answered `CANCELLED` (its
+    /// audit line written) before the sessions end, rather than cut with no
+    /// answer and no line (review 22).
+    pub(crate) stopping: tokio_util::sync::CancellationToken,
+    /// Requests sent upstream and not yet answered (a stdio stop waits for
+    /// the ones it cancelled to be answered).
+    pub(crate) forwarding: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One request counted in `Config::forwarding` while it waits upstream.
+struct Forwarding(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Forwarding {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Forwarding {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Forwarding(count.clone())
+    }
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A loaded rule set and what it was loaded from.
@@ -160,6 +184,8 @@ impl Config {
             warming: std::sync::atomic::AtomicBool::new(false),
             reported: Mutex::default(),
             shared: tokio::sync::Mutex::default(),
+            stopping: tokio_util::sync::CancellationToken::new(),
+            forwarding: Arc::default(),
         }
     }
 
@@ -994,7 +1020,13 @@ impl SessionState {
                     "UPSTREAM_CLOSED",
                 )
             }
-            ServiceError::Cancelled { .. } => (format!("toolgate proxy: {method} was cancelled"), "CANCELLED"),
+            ServiceError::Cancelled { reason } => (
+                format!(
+                    "toolgate proxy: {method} was cancelled{}; whether a call ran is unknown",
+                    reason.map(|r| format!(" ({r})")).unwrap_or_default()
+                ),
+                "CANCELLED",
+            ),
             other => (
                 format!("toolgate proxy: the upstream server failed on {method}: {other}"),
                 "UPSTREAM_ERROR",
@@ -1112,6 +1144,7 @@ impl SessionState {
         }
         let options = PeerRequestOptions::with_timeout(self.config.timeout).reset_timeout_on_progress();
         let started = std::time::Instant::now();
+        let _forwarding = Forwarding::new(&self.config.forwarding);
         let handle = match up.peer.send_cancellable_request(request, options).await {
             Ok(handle) => handle,
             Err(e) => return Err(self.upstream_failure(e, &method).await),
@@ -1119,6 +1152,12 @@ impl SessionState {
         let upstream_token = handle.progress_token.clone();
         let id = handle.id.clone();
         let result = tokio::select! {
+            // A stop cancels every request's context too: said as the stop.
+            biased;
+            () = self.config.stopping.cancelled() => {
+                let _ = cancel_upstream(&up.peer, id).await;
+                Err(ServiceError::Cancelled { reason: Some("the gateway is stopping".into()) })
+            }
             r = handle.await_response() => r,
             () = ctx.ct.cancelled() => {
                 let _ = cancel_upstream(&up.peer, id).await;

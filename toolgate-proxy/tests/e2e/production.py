@@ -1592,6 +1592,41 @@ async def graceful_stop():
     gw.stop()
 
 
+async def stop_past_the_grace():
+    """A call still waiting for the upstream when the grace runs out is
+    cancelled there and answered CANCELLED, with its audit line, before the
+    sessions end (review 22: its POST ended with no message, its audit with
+    no second line)."""
+    log = TMP / "cut-upstream.jsonl"
+    audit = TMP / "cut-audit.jsonl"
+    gw = Gateway(
+        "cut",
+        *("--shutdown-grace", "1", "--audit", audit),
+        upstream_args=upstream_cmd(log, TMP / "notes-cut"),
+    )
+    async with http_client() as http:
+        call = asyncio.create_task(post_call(http, gw.url, "slow", {"seconds": 60, "tag": "past-grace"}))
+        started = await wait_for(lambda: ran(log, "slow", tag="past-grace"), 10)
+        gw.proc.send_signal(signal.SIGTERM)
+        answer = await asyncio.wait_for(call, 60)
+    message = rpc_message(answer)
+    outcomes = [(e.get("outcome"), e.get("code")) for e in audit_lines(audit) if e.get("tool") == "slow"]
+    check(
+        "a call past --shutdown-grace is answered CANCELLED (the gateway is stopping)",
+        started
+        and message.get("error", {}).get("data", {}).get("toolgate") == "CANCELLED"
+        and "stopping" in message.get("error", {}).get("message", ""),
+        (answer.status_code, answer.text[:300]),
+    )
+    check(
+        "...and its audit says forwarded, then upstream_failed CANCELLED",
+        outcomes == [("forwarded", None), ("upstream_failed", "CANCELLED")],
+        outcomes,
+    )
+    await wait_for(lambda: gw.proc.poll() is not None, 20)
+    gw.stop()
+
+
 async def mtls_upstream():
     """An upstream that requires a client certificate (mutual TLS): the gateway
     presents --upstream-cert / --upstream-key; without them, or with a
@@ -3220,6 +3255,7 @@ async def main():
         await section("upstream restart", upstream_restart())
         await section("readiness", readiness_is_the_shared_session_s())
         await section("graceful stop", graceful_stop())
+        await section("stop past the grace", stop_past_the_grace())
         await section("token introspection", introspection(auth_server))
         await section("shadow", shadow())
         await section("watch", watch())
