@@ -199,7 +199,14 @@ def test_runner_rejects_unknown_fields(tmp_path: Path) -> None:
     fine = {
         **good,
         "cases": [
-            {"name": "a", "op": "decide", "call": {}, "expect": outcome, "confirmation": {"seal": seal}},
+            {
+                "name": "a",
+                "op": "decide",
+                "call": {},
+                "expect": outcome,
+                "expect_code": None,
+                "confirmation": {"seal": seal},
+            },
             {"name": "b", "op": "decide", "call_text": "{}", "expect": outcome, "expect_code": None},
             {"name": "c", "op": "seal_payload", "call": {}, "caller": "", "id": "x", "expires_ms": 0, "expect": "p"},
             {"name": "d", "op": "seal_payload", "call": {}, "expect": {"error": "CALL_INVALID_VALUE"}},
@@ -223,6 +230,11 @@ def test_runner_rejects_unknown_fields(tmp_path: Path) -> None:
         {**good, "cases": [{"name": "n", "op": "seal_payload", "call": {}, "expect": "p", "expires_ms": -1}]},
         {**good, "cases": [{"name": "n", "op": "seal_payload", "call": {}, "expect": "p", "context": {}}]},
         {**good, "expect_load_error": {"code": "X", "line": 1, "column": 1, "hint": "?"}},
+        # Each op's hand-written anchor is required beside `expect`.
+        {**good, "cases": [{"name": "n", "op": "decide", "call": {}, "expect": outcome}]},
+        {**good, "cases": [{"name": "n", "op": "evaluate", "call": {}, "expect": ""}]},
+        {**good, "cases": [{"name": "n", "op": "list", "expect": ""}]},
+        {**good, "cases": [{"name": "n", "op": "turn", "state": None, "input": {}, "expect": ""}]},
         {k: v for k, v in good.items() if k != "catalog_text"},
     ):
         (tmp_path / "bad.json").write_text(json.dumps(bad))

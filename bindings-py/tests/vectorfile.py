@@ -41,11 +41,14 @@ CASE_KEYS = {
     },
     "seal_payload": {"name", "op", "call", "call_text", "call_hex", "caller", "id", "expires_ms", "expect"},
 }
+# `expect` and each op's hand-written anchor beside it (`vectors --write`
+# rewrites `expect`: a wrong engine cannot bless itself), as the Node and Rust
+# runners require them.
 REQUIRED = {
-    "evaluate": {"expect"},
-    "list": {"expect"},
-    "turn": {"input", "expect"},
-    "decide": {"expect"},
+    "evaluate": {"expect", "expect_code"},
+    "list": {"expect", "expect_names"},
+    "turn": {"input", "expect", "expect_status"},
+    "decide": {"expect", "expect_code"},
     "seal_payload": {"expect"},
 }
 #: Ops that send a call (exactly one of call, call_text, call_hex).

@@ -409,7 +409,7 @@ fn fail(e: &ProxyError) -> ExitCode {
     eprintln!("toolgate proxy: {e}");
     match e {
         ProxyError::Usage(_) => ExitCode::from(EXIT_USAGE),
-        ProxyError::Policy { .. } | ProxyError::Read { .. } | ProxyError::Store(_) => ExitCode::from(EXIT_LOAD),
+        ProxyError::Policy { .. } | ProxyError::Read { .. } | ProxyError::Input(_) => ExitCode::from(EXIT_LOAD),
         _ => ExitCode::FAILURE,
     }
 }
@@ -462,7 +462,7 @@ async fn sealing(args: &ProxyArgs) -> Result<Sealing, ProxyError> {
         url => (
             state_keys(args)?,
             Ledger::redis(url).await.map_err(|e| match e {
-                crate::ledger::LedgerError::Unreachable(_) => ProxyError::Store(e.to_string()),
+                crate::ledger::LedgerError::Unreachable(_) => ProxyError::Input(e.to_string()),
                 _ => ProxyError::Usage(e.to_string()),
             })?,
         ),
@@ -596,6 +596,7 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         approve: Default::default(),
         stateless: Default::default(),
         stateless_opening: Default::default(),
+        stateless_failed: Default::default(),
         warming: Default::default(),
         reported: Default::default(),
         shared: Default::default(),
@@ -1033,9 +1034,9 @@ async fn authenticator(
     // the first token.
     let auth = Authenticator::new(settings, client.clone())
         .await
-        .map_err(|e| ProxyError::Usage(format!("--auth jwt: {e}")))?;
+        .map_err(|e| ProxyError::Input(format!("--auth jwt: {e}")))?;
     if !auth.can_verify().await {
-        return Err(ProxyError::Usage(
+        return Err(ProxyError::Input(
             "--auth jwt: the key set holds no key that can verify a token (an RSA, EC P-256/P-384 or Ed25519 \
              signing key): every caller would be refused"
                 .into(),
@@ -1092,10 +1093,12 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         allowed_hosts,
         ..
     } = served;
-    // rmcp's own idle timer too (it also restarts on what the upstream
-    // sends; the gate's counts the client alone: `Owners::expire_idle`).
+    // rmcp's own idle timer is off: it restarts on what the upstream sends
+    // (an abandoned session lived for good) and never sees a GET stream or
+    // a call still open (review 24: a busy session was closed under its
+    // client). The gate's counts the client alone: `Owners::expire_idle`.
     let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(session_idle);
+    sessions.session_config.keep_alive = None;
     let sessions = Arc::new(sessions);
     let busy: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let stop = tokio_util::sync::CancellationToken::new();

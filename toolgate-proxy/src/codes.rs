@@ -69,7 +69,7 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
     ),
     (
         "GATEWAY_BUSY",
-        "a message over HTTP of more than 2^14 JSON values while other such messages hold 2^20 values (HTTP 503, `Retry-After`); it was not read further",
+        "a message over HTTP of more than 2^14 JSON values whose values do not fit in what other such messages leave of 2^20 (HTTP 503, `Retry-After`); it was read but not parsed or relayed",
         true,
     ),
     (

@@ -21,11 +21,11 @@ pub enum ProxyError {
     Listen { addr: String, source: std::io::Error },
     #[error("{0}")]
     Usage(String),
-    /// `--store` named a store that did not answer at start: no confirmed
-    /// call could run, so the gateway does not start (exit 2, as for any
-    /// input it could not reach).
+    /// An input the gateway needs at start could not be reached or loaded
+    /// (the confirmation store of `--store`, the issuer's key set of
+    /// `--jwks`): it does not start (exit 2, as for a policy it cannot read).
     #[error("{0}")]
-    Store(String),
+    Input(String),
     #[error("could not read the server's tool catalog: {0}")]
     Catalog(String),
     #[error("serving the client failed: {0}")]

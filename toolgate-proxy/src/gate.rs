@@ -33,10 +33,10 @@ pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// The most JSON values (object keys counted) a client's message may hold.
 /// Its memory goes with its values, not its bytes: each becomes a node of
 /// every tree the message is read into (here, then rmcp's), so 16 MiB of
-/// `[0,0,…]` took 2.5 GB at its peak (review 22). 2^20 keeps a message near
-/// a tenth of that and takes any call the engine decides under its 4 MiB
-/// bound but one made of single-digit numbers only.
-pub const MAX_MESSAGE_VALUES: usize = 1 << 20;
+/// `[0,0,…]` took 2.5 GB at its peak (review 22), about 300 bytes a value
+/// (1 KB for empty objects). 2^19 keeps one message near 150–500 MB and
+/// takes any call but one of more than half a million numbers or objects.
+pub const MAX_MESSAGE_VALUES: usize = 1 << 19;
 
 /// The request methods `rmcp` types, read from its own constants: a request
 /// naming one of these whose params do not fit the type is `-32602`, any

@@ -106,6 +106,10 @@ pub struct Config {
     /// Held while the sessionless upstream session opens, so requests that
     /// find it gone together open one.
     pub(crate) stateless_opening: tokio::sync::Mutex<()>,
+    /// When opening the sessionless upstream session last failed, and why:
+    /// the requests that waited for that attempt get its answer (review 24,
+    /// as for a failed catalog load).
+    pub(crate) stateless_failed: Mutex<Option<(std::time::Instant, ErrorData)>>,
     /// A background `warm_up` is running.
     pub(crate) warming: std::sync::atomic::AtomicBool,
     /// Rule sets (by revision) whose findings were reported already: each
@@ -181,6 +185,7 @@ impl Config {
             approve: crate::approve::Pages::default(),
             stateless: Mutex::default(),
             stateless_opening: tokio::sync::Mutex::default(),
+            stateless_failed: Mutex::default(),
             warming: std::sync::atomic::AtomicBool::new(false),
             reported: Mutex::default(),
             shared: tokio::sync::Mutex::default(),
@@ -358,11 +363,22 @@ impl Gateway {
         if let Some(shared) = config.current_stateless().filter(|s| s.is_alive()) {
             return Ok(shared);
         }
+        let asked = std::time::Instant::now();
         let _opening = config.stateless_opening.lock().await;
         let gone = match config.current_stateless() {
             Some(shared) if shared.is_alive() => return Ok(shared),
             gone => gone,
         };
+        let failed = config
+            .stateless_failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .filter(|(at, _)| *at >= asked)
+            .map(|(_, e)| e.clone());
+        if let Some(failure) = failed {
+            return Err(failure);
+        }
         if let Some(gone) = gone {
             tracing::warn!("the upstream session of MCP 2026-07-28 requests ended: opening a new one");
             config.metrics.set_ready(false);
@@ -372,7 +388,13 @@ impl Gateway {
             warm_up(config.clone());
         }
         let state = Arc::new(SessionState::new(config.clone(), true));
-        state.connect(gateway_client_info()?).await?;
+        if let Err(e) = state.connect(gateway_client_info()?).await {
+            *config
+                .stateless_failed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((std::time::Instant::now(), e.clone()));
+            return Err(e);
+        }
         *config
             .stateless
             .lock()

@@ -251,22 +251,19 @@ impl Owners {
     /// Closes the sessions whose client has sent nothing for `idle`, with no
     /// request of theirs still being answered, and says how many.
     pub async fn close_idle(&self, idle: std::time::Duration) -> usize {
-        let expired: Vec<String> = {
-            let mut table = self.table();
-            let expired: Vec<String> = table
-                .by_session
-                .iter()
-                .filter(|(_, owner)| owner.activity.idle_for().is_some_and(|quiet| quiet >= idle))
-                .map(|(session, _)| session.clone())
-                .collect();
-            for session in &expired {
-                table.by_session.remove(session);
-            }
-            expired
-        };
+        let expired: Vec<String> = self
+            .table()
+            .by_session
+            .iter()
+            .filter(|(_, owner)| owner.activity.idle_for().is_some_and(|quiet| quiet >= idle))
+            .map(|(session, _)| session.clone())
+            .collect();
         for session in &expired {
-            // A session the layer ended itself meanwhile is already closed.
+            // Closed before it is forgotten: until then a request naming it
+            // is still checked against its owner (review 24). A session the
+            // layer ended itself meanwhile is already closed.
             let _ = self.sessions.close_session(&Arc::from(session.as_str())).await;
+            self.table().by_session.remove(session);
         }
         expired.len()
     }
@@ -299,20 +296,16 @@ impl Owners {
     /// again on a new upstream session (whose catalog is read anew) rather
     /// than failing on the dead one.
     pub async fn close_if_upstream_ended(&self, session: &str) -> bool {
-        let ended = {
-            let mut table = self.table();
-            let ended = table
-                .by_session
-                .get(session)
-                .is_some_and(|o| o.upstream.upstream_ended());
-            if ended {
-                table.by_session.remove(session);
-            }
-            ended
-        };
+        let ended = self
+            .table()
+            .by_session
+            .get(session)
+            .is_some_and(|o| o.upstream.upstream_ended());
         if ended {
-            // A session the layer no longer has is already closed.
+            // Closed before it is forgotten, as in `close_idle`. A session
+            // the layer no longer has is already closed.
             let _ = self.sessions.close_session(&Arc::from(session)).await;
+            self.table().by_session.remove(session);
         }
         ended
     }

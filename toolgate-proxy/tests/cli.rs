@@ -156,20 +156,25 @@ fn an_auth_that_could_verify_nothing_or_mixes_its_ways_does_not_start() {
             .unwrap();
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    for (jwks, issuer, extra, says) in [
-        (&empty, "https://idp.example", &[][..], "no key that can verify"),
-        (&hmac_only, "https://idp.example", &[][..], "no key that can verify"),
-        (&ec, "", &[][..], "empty value"),
-        (&ec, " ", &[][..], "empty value"),
+    // A key set that verifies nothing, or none at all, is an input that did
+    // not load (2); a flag given wrong is a usage error (64).
+    let missing = dir.join("missing.json");
+    for (jwks, issuer, extra, says, exit) in [
+        (&empty, "https://idp.example", &[][..], "no key that can verify", 2),
+        (&hmac_only, "https://idp.example", &[][..], "no key that can verify", 2),
+        (&missing, "https://idp.example", &[][..], "missing.json", 2),
+        (&ec, "", &[][..], "empty value", 64),
+        (&ec, " ", &[][..], "empty value", 64),
         (
             &ec,
             "https://idp.example",
             &["--introspection-cache", "5"][..],
             "--auth introspection",
+            64,
         ),
     ] {
         let (code, err) = jwt(jwks, issuer, extra);
-        assert_eq!(code, Some(64), "{jwks:?} {issuer:?} {extra:?}: {err}");
+        assert_eq!(code, Some(exit), "{jwks:?} {issuer:?} {extra:?}: {err}");
         assert!(err.contains(says), "{err}");
     }
     let introspection = Command::new(BIN)

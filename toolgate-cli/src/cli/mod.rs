@@ -29,6 +29,7 @@ Exit codes (every command):
   2   an input could not be read or loaded (policy, catalog, test file, server, `proxy`'s --store); the message names it,
       as FILE:LINE:COL where it has a position
   64  usage error (a flag or argument is wrong)
+  141 the reader of its output went away (`toolgate demo | head`): nothing more is said
 Errors are one line on stderr: `toolgate: [FILE:LINE:COL: ]message (CODE)` for what the engine refused
 (docs/codes.md), `toolgate: cannot read FILE: reason` for a file it could not read.";
 

@@ -2776,6 +2776,21 @@ async def idle_sessions():
         check("...once its client has been idle past --session-idle, a new session opens", opened, r.status_code)
         r = await http.post(gw.url, json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=headers)
         check("...and the abandoned session is gone (404)", r.status_code == 404, (r.status_code, r.text[:200]))
+        # A session in use is not idle (review 24: rmcp's own timer closed it
+        # under an open GET stream or a call longer than the idle time).
+        busy = {**BASE_HEADERS, "Mcp-Session-Id": opened or "", "MCP-Protocol-Version": "2025-06-18"}
+        await http.post(gw.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=busy)
+        async with http.stream("GET", gw.url, headers={**busy, "Accept": "text/event-stream"}) as stream:
+            await asyncio.sleep(5)
+            ping = await http.post(gw.url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=busy)
+        long = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {}}}
+        long["params"]["arguments"] = {"seconds": 5, "tag": "past-idle"}
+        slow = await http.post(gw.url, json=long, headers=busy)
+        check(
+            "...a session with a GET stream open, or a call running, past --session-idle lives on",
+            stream.status_code == 200 and ping.status_code == 200 and "slept" in slow.text,
+            (stream.status_code, ping.status_code, slow.status_code, slow.text[:200]),
+        )
     gw.stop()
 
 
