@@ -334,6 +334,25 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    /// An allowed, forwarded call's line.
+    fn forwarded<'a>(tool: &'a str, caller: &'a str) -> super::Record<'a> {
+        super::Record {
+            tool,
+            code: None,
+            revision: "r",
+            surface: "confirming",
+            confirmation: None,
+            seal: None,
+            approval: None,
+            digest: None,
+            event: None,
+            outcome: "forwarded",
+            arguments: None,
+            caller,
+            would_block: false,
+        }
+    }
+
     /// A full disk: every line fails, each is counted, nothing panics.
     #[test]
     fn a_line_that_cannot_be_written_is_counted() {
@@ -348,23 +367,8 @@ mod tests {
         }
         let metrics = crate::metrics::Metrics::new();
         let audit = super::Audit::to_writer(Box::new(Full), false).counting_failures(metrics.audit_write_failures());
-        let record = super::Record {
-            tool: "t",
-            code: None,
-            revision: "sha256:0",
-            surface: "confirming",
-            confirmation: None,
-            seal: None,
-            approval: None,
-            digest: None,
-            event: None,
-            outcome: "forwarded",
-            arguments: None,
-            caller: "",
-            would_block: false,
-        };
         for _ in 0..2 {
-            audit.write(&record);
+            audit.write(&forwarded("t", ""));
         }
         assert!(
             metrics.render().contains("toolgate_audit_write_failures_total 2"),
@@ -393,21 +397,7 @@ mod tests {
         let audit = Audit::open_rotating(&path, false, Rotation::Size(300), 2).unwrap();
         for n in 0..12 {
             let tool = format!("tool{n}");
-            audit.write(&Record {
-                tool: &tool,
-                code: None,
-                revision: "r",
-                surface: "confirming",
-                confirmation: None,
-                seal: None,
-                approval: None,
-                digest: None,
-                event: None,
-                outcome: "forwarded",
-                arguments: None,
-                caller: "alice",
-                would_block: false,
-            });
+            audit.write(&forwarded(&tool, "alice"));
         }
         let current = std::fs::read_to_string(&path).unwrap();
         assert!(current.contains("\"tool11\""), "{current}");

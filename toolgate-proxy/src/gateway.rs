@@ -130,17 +130,18 @@ pub struct Config {
     pub(crate) forwarding: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-/// One request counted in `Config::forwarding` while it waits upstream.
-struct Forwarding(Arc<std::sync::atomic::AtomicUsize>);
+/// One of the things a count counts (a request forwarded upstream, one the
+/// gate admitted), from `new` until dropped.
+pub(crate) struct Counted(Arc<std::sync::atomic::AtomicUsize>);
 
-impl Forwarding {
-    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Forwarding {
+impl Counted {
+    pub(crate) fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Counted {
         count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Forwarding(count.clone())
+        Counted(count.clone())
     }
 }
 
-impl Drop for Forwarding {
+impl Drop for Counted {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -1166,7 +1167,7 @@ impl SessionState {
         }
         let options = PeerRequestOptions::with_timeout(self.config.timeout).reset_timeout_on_progress();
         let started = std::time::Instant::now();
-        let _forwarding = Forwarding::new(&self.config.forwarding);
+        let _forwarding = Counted::new(&self.config.forwarding);
         let handle = match up.peer.send_cancellable_request(request, options).await {
             Ok(handle) => handle,
             Err(e) => return Err(self.upstream_failure(e, &method).await),

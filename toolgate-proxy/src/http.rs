@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::auth::Caller;
 use crate::gate::{self, Admission, MAX_MESSAGE_BYTES, RelayList};
+use crate::gateway::Counted;
 use crate::gateway::UpstreamLink;
 use crate::owners::{Access, Full, Owners};
 use crate::stdio::DropReport;
@@ -100,23 +101,6 @@ impl Drop for CallerSlot {
     fn drop(&mut self) {
         let mut counts = self.load.counts.lock().unwrap_or_else(PoisonError::into_inner);
         crate::owners::release(&mut counts, &self.subject);
-    }
-}
-
-/// One admitted request in flight, counted in `GateState::busy` until its
-/// response (a JSON body or an SSE stream) is sent or abandoned.
-struct Busy(Arc<std::sync::atomic::AtomicUsize>);
-
-impl Busy {
-    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Busy {
-        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Busy(count.clone())
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -470,7 +454,9 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
                 },
                 _ => None,
             };
-            let busy = matches!(&*message, JsonRpcMessage::Request(_)).then(|| Busy::new(&state.busy));
+            // Counted in `GateState::busy` until its response (a JSON body or
+            // an SSE stream) is sent or abandoned.
+            let busy = matches!(&*message, JsonRpcMessage::Request(_)).then(|| Counted::new(&state.busy));
             let active = session.as_deref().and_then(|session| state.owners.active(session));
             // The session layer reads the body again; the gate's own reading
             // of it is not kept while the request runs (a large message's

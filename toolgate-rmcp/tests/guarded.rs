@@ -319,20 +319,9 @@ async fn the_context_decides_what_is_listed_and_a_bad_policy_stops_at_start() {
 /// and one sent as a notification, reach nothing; the session goes on.
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_and_notification_calls_never_reach_the_server() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::AsyncWriteExt;
     let server = Notes::default();
-    let engine = Engine::cached().unwrap();
-    let guarded = Guarded::new(server.clone(), engine, Some(POLICY), Context::default())
-        .unwrap()
-        .trust_model_confirmation(true);
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    tokio::spawn(async move {
-        if let Ok(running) = guarded.serve(theirs).await {
-            let _ = running.waiting().await;
-        }
-    });
-    let (read, mut write) = tokio::io::split(ours);
-    let mut lines = BufReader::new(read).lines();
+    let (mut lines, mut write) = raw_client_of(&server);
     let write_args = r#"{"text":"x","confirmed":true}"#;
     let sent = [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#.to_owned(),
@@ -540,29 +529,14 @@ async fn a_runaway_decision_does_not_stall_a_current_thread_server() {
 /// handshake, so nothing can be called on them.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_handshake_reads_declared_form_elicitation_as_the_shared_table() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::AsyncWriteExt;
     let table: Value =
         serde_json::from_str(include_str!("../../tests/vectors/fixtures/form-elicitation.json")).unwrap();
     let mut handshakes = 0;
     for case in table["cases"].as_array().unwrap() {
         let (capabilities, declares_form) = (&case["capabilities"], case["declares_form"].as_bool().unwrap());
         let server = Notes::default();
-        let guarded = Guarded::new(
-            server.clone(),
-            Engine::cached().unwrap(),
-            Some(POLICY),
-            Context::default(),
-        )
-        .unwrap()
-        .trust_model_confirmation(true);
-        let (ours, theirs) = tokio::io::duplex(1 << 16);
-        tokio::spawn(async move {
-            if let Ok(running) = guarded.serve(theirs).await {
-                let _ = running.waiting().await;
-            }
-        });
-        let (read, mut write) = tokio::io::split(ours);
-        let mut lines = BufReader::new(read).lines();
+        let (mut lines, mut write) = raw_client_of(&server);
         let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": capabilities,
             "clientInfo": {"name": "raw", "version": "0"}}});
@@ -611,4 +585,29 @@ async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::io::Li
         .await
         .expect("the guarded server answers")
         .unwrap()
+}
+
+type RawLines = tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>;
+
+/// `server` guarded (the model's word trusted where the client cannot be
+/// asked), served on an in-memory pipe: the lines it writes, and the half
+/// a raw client writes JSON-RPC lines to.
+fn raw_client_of(server: &Notes) -> (RawLines, tokio::io::WriteHalf<tokio::io::DuplexStream>) {
+    use tokio::io::AsyncBufReadExt;
+    let guarded = Guarded::new(
+        server.clone(),
+        Engine::cached().unwrap(),
+        Some(POLICY),
+        Context::default(),
+    )
+    .unwrap()
+    .trust_model_confirmation(true);
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(running) = guarded.serve(theirs).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (read, write) = tokio::io::split(ours);
+    (tokio::io::BufReader::new(read).lines(), write)
 }
