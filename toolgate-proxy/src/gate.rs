@@ -227,10 +227,16 @@ pub fn id_in_flight(id: &RequestId) -> Admission {
 /// Decides what happens to one message from the client (`bytes` is one
 /// line on stdio, one POST body over HTTP).
 pub fn admit(bytes: &[u8], relay: &RelayList) -> Admission {
+    admit_counted(bytes, values_at_most(bytes), relay)
+}
+
+/// [`admit`] with `values`, the [`values_at_most`] of `bytes`, counted
+/// already (the HTTP gate counts a body once, for its budget and here).
+pub fn admit_counted(bytes: &[u8], values: usize, relay: &RelayList) -> Admission {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return too_large(bytes);
     }
-    if values_at_most(bytes) > MAX_MESSAGE_VALUES {
+    if values > MAX_MESSAGE_VALUES {
         return too_many_values(bytes);
     }
     let Ok(text) = std::str::from_utf8(bytes) else {

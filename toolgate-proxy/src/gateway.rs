@@ -109,7 +109,7 @@ pub struct Config {
     /// When opening the sessionless upstream session last failed, and why:
     /// the requests that waited for that attempt get its answer (review 24,
     /// as for a failed catalog load).
-    pub(crate) stateless_failed: Mutex<Option<(std::time::Instant, ErrorData)>>,
+    pub(crate) stateless_failed: FailedAttempt,
     /// A background `warm_up` is running.
     pub(crate) warming: std::sync::atomic::AtomicBool,
     /// Rule sets (by revision) whose findings were reported already: each
@@ -144,6 +144,27 @@ impl Counted {
 impl Drop for Counted {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The last failure of an attempt that callers wait for one at a time
+/// (loading the rules, opening the shared session): those that waited for
+/// it get its answer instead of each making their own, one `--timeout`
+/// after another; the next caller tries anew.
+#[derive(Debug, Default)]
+pub(crate) struct FailedAttempt(Mutex<Option<(std::time::Instant, ErrorData)>>);
+
+impl FailedAttempt {
+    fn record(&self, error: &ErrorData) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((std::time::Instant::now(), error.clone()));
+    }
+
+    /// The failure of an attempt that ended after `asked`, when this caller
+    /// began to wait.
+    fn since(&self, asked: std::time::Instant) -> Option<ErrorData> {
+        let failed = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        failed.as_ref().filter(|(at, _)| *at >= asked).map(|(_, e)| e.clone())
     }
 }
 
@@ -186,7 +207,7 @@ impl Config {
             approve: crate::approve::Pages::default(),
             stateless: Mutex::default(),
             stateless_opening: tokio::sync::Mutex::default(),
-            stateless_failed: Mutex::default(),
+            stateless_failed: FailedAttempt::default(),
             warming: std::sync::atomic::AtomicBool::new(false),
             reported: Mutex::default(),
             shared: tokio::sync::Mutex::default(),
@@ -252,7 +273,7 @@ impl SessionState {
             downstream: OnceLock::new(),
             upstream: tokio::sync::OnceCell::new(),
             rules: tokio::sync::Mutex::new(None),
-            failed_load: Mutex::new(None),
+            failed_load: FailedAttempt::default(),
             progress: Mutex::new(HashMap::new()),
             shared,
             tasks: Mutex::default(),
@@ -370,14 +391,7 @@ impl Gateway {
             Some(shared) if shared.is_alive() => return Ok(shared),
             gone => gone,
         };
-        let failed = config
-            .stateless_failed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .filter(|(at, _)| *at >= asked)
-            .map(|(_, e)| e.clone());
-        if let Some(failure) = failed {
+        if let Some(failure) = config.stateless_failed.since(asked) {
             return Err(failure);
         }
         if let Some(gone) = gone {
@@ -390,10 +404,7 @@ impl Gateway {
         }
         let state = Arc::new(SessionState::new(config.clone(), true));
         if let Err(e) = state.connect(gateway_client_info()?).await {
-            *config
-                .stateless_failed
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((std::time::Instant::now(), e.clone()));
+            config.stateless_failed.record(&e);
             return Err(e);
         }
         *config
@@ -479,7 +490,7 @@ pub(crate) struct SessionState {
     /// that waited for that attempt get its answer instead of each making
     /// their own, one after another (review 22: five calls queued behind a
     /// hung `tools/list` were answered after 1, 2, … 5 `--timeout`s).
-    failed_load: Mutex<Option<(std::time::Instant, ErrorData)>>,
+    failed_load: FailedAttempt,
     /// Upstream progress token -> the client's own token.
     progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
     /// Whether this is the one session behind every 2026-07-28 request.
@@ -792,22 +803,12 @@ impl SessionState {
                 }
             }
         }
-        if let Some(failure) = self.failed_since(asked) {
+        if let Some(failure) = self.failed_load.since(asked) {
             return Err(failure);
         }
         let rules = Arc::new(self.loaded(self.load_rules(None).await)?);
         *slot = Some(rules.clone());
         Ok(rules)
-    }
-
-    /// The failure of a load that ended while this caller waited for the
-    /// rules (the next caller tries again).
-    fn failed_since(&self, asked: std::time::Instant) -> Option<ErrorData> {
-        let failed = self
-            .failed_load
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        failed.as_ref().filter(|(at, _)| *at >= asked).map(|(_, e)| e.clone())
     }
 
     /// A load's result, its failure kept for the callers waiting on it. The
@@ -818,10 +819,7 @@ impl SessionState {
     /// nothing about the others'.
     fn loaded(&self, result: Result<Rules, ErrorData>) -> Result<Rules, ErrorData> {
         if let Err(e) = &result {
-            *self
-                .failed_load
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((std::time::Instant::now(), e.clone()));
+            self.failed_load.record(e);
             if self.is_current_shared() {
                 self.config.metrics.set_ready(false);
                 warm_up(self.config.clone());
@@ -2353,6 +2351,22 @@ fn end_to_end_meta(meta: &rmcp::model::MetaObject) -> rmcp::model::MetaObject {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Those who waited for the failed attempt get its failure; those who
+    /// came after it try anew.
+    #[test]
+    fn a_failed_attempt_is_told_to_those_who_waited_for_it_only() {
+        let failed = FailedAttempt::default();
+        let waiting = std::time::Instant::now();
+        assert!(failed.since(waiting).is_none());
+        failed.record(&internal("no catalog", "UPSTREAM_TIMEOUT"));
+        assert_eq!(
+            failed.since(waiting).map(|e| e.message.to_string()).as_deref(),
+            Some("no catalog")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(failed.since(std::time::Instant::now()).is_none());
+    }
 
     /// A client's progress token, tracing and vendor keys travel; the keys of
     /// its own connection do not, nor the key by which the gateway tells its

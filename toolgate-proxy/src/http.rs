@@ -382,7 +382,8 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
     }
     // Counted on the bytes before anything is built from them; a message
     // past `MAX_MESSAGE_VALUES` is refused by `admit` itself.
-    let large = match gate::values_at_most(&bytes) {
+    let values = gate::values_at_most(&bytes);
+    let large = match values {
         values @ LARGE_MESSAGE_VALUES.. if values <= gate::MAX_MESSAGE_VALUES => {
             let permits = u32::try_from(values).unwrap_or(u32::MAX);
             match state.large.clone().try_acquire_many_owned(permits) {
@@ -398,7 +399,7 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         }
         _ => None,
     };
-    let admission = gate::admit(&bytes, &state.relay);
+    let admission = gate::admit_counted(&bytes, values, &state.relay);
     match admission {
         Admission::Admit(message) => {
             // A place for the session an `initialize` opens, held until its
