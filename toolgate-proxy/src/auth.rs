@@ -251,9 +251,10 @@ pub struct Authenticator {
     jwks_max_age: Duration,
     /// Tokens already checked, until they expire: a client sends the same
     /// token on every request of a session, and checking a signature costs
-    /// 100-200 µs (an introspection, a round trip). Emptied whenever the
-    /// JWKS is fetched again (a key the issuer withdrew stops vouching for
-    /// tokens at once); an introspected token stays at most
+    /// 100-200 µs (an introspection, a round trip). Emptied whenever a
+    /// fetched JWKS no longer lists a key it listed (a key the issuer
+    /// withdrew stops vouching for tokens at once); an introspected token
+    /// stays at most
     /// `Introspection::trust_for`.
     verified: std::sync::Mutex<HashMap<String, Verified>>,
 }
@@ -555,8 +556,15 @@ impl Authenticator {
         keys.fetched = Some(Instant::now());
         match fetched {
             Ok(set) => {
+                // A token verified under a key the issuer no longer lists (or
+                // lists changed) must be checked again; one that only gained
+                // keys takes nothing back (review 22: a made-up `kid` every
+                // 10 s emptied the cache for every caller).
+                let withdrew = keys.set.keys.iter().any(|kept| !set.keys.contains(kept));
                 keys.set = set;
-                self.verified().clear();
+                if withdrew {
+                    self.verified().clear();
+                }
             }
             // The keys in hand stay; a token naming a new key waits for the
             // next successful fetch.
@@ -949,6 +957,55 @@ mod tests {
         let response = auth.refuse(&Refusal::Unavailable("down".into()));
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(response.headers().contains_key(header::RETRY_AFTER));
+    }
+
+    /// A refetch that only adds keys (an unknown `kid`, a key rotated in)
+    /// keeps the tokens already checked; one that drops or changes a key
+    /// forgets them all.
+    #[tokio::test]
+    async fn a_refetch_forgets_checked_tokens_only_when_a_key_was_withdrawn() {
+        let dir = std::env::temp_dir().join(format!("toolgate-auth-withdrawn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let jwks = dir.join("jwks.json");
+        let key = |kid: &str, n: &str| json!({"kty": "RSA", "n": n, "e": "AQAB", "kid": kid});
+        let write = |keys: Vec<serde_json::Value>| std::fs::write(&jwks, json!({ "keys": keys }).to_string()).unwrap();
+        write(vec![key("one", "AQAB")]);
+        let settings = AuthSettings {
+            issuer: "https://issuer.example".into(),
+            audience: "toolgate".into(),
+            check: TokenCheck::Jwt(JwksSource::File(jwks.clone())),
+            required_scopes: Vec::new(),
+            resource: "http://127.0.0.1/mcp".into(),
+            metadata_url: "http://127.0.0.1/.well-known/oauth-protected-resource/mcp".into(),
+            base: Context::default(),
+            metrics: Arc::default(),
+            jwks_max_age: Duration::from_secs(300),
+        };
+        let auth = Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
+            .await
+            .unwrap();
+        let Check::Jwt(jwt) = &auth.check else {
+            panic!("not a JWT check")
+        };
+        let caller = Arc::new(Caller::anonymous(Context::default()));
+        let now = 1_000;
+        let refetched_keeps = async |keys: Vec<serde_json::Value>| {
+            auth.remember("checked", &caller, now + 600, now);
+            write(keys);
+            auth.refetch_if_older(jwt, Duration::ZERO, true).await;
+            auth.verified().contains_key("checked")
+        };
+        assert!(refetched_keeps(vec![key("one", "AQAB")]).await, "the same set");
+        assert!(
+            refetched_keeps(vec![key("one", "AQAB"), key("two", "AQAB")]).await,
+            "a key added"
+        );
+        assert!(!refetched_keeps(vec![key("two", "AQAB")]).await, "a key withdrawn");
+        assert!(
+            !refetched_keeps(vec![key("two", "AQAC")]).await,
+            "a key changed under its kid"
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -172,9 +172,25 @@ impl FailedAttempt {
 #[derive(Debug)]
 pub(crate) struct SharedRules {
     policy: Option<String>,
-    catalog: Arc<str>,
+    listed: Listed,
     set: Arc<RuleSet>,
 }
+
+/// What the gateway keeps of an upstream's catalog, shared by every session
+/// that listed the same one (review 22: with 200 000 tools each session kept
+/// its own copy, 1.47 GB).
+#[derive(Debug, Clone)]
+struct Listed {
+    /// The catalog the set was built from (`{"tools": [...]}`), kept to
+    /// rebuild the set when the policy changes and to list every tool in
+    /// shadow mode.
+    catalog: Arc<str>,
+    /// Each tool's title and description, for approval pages.
+    about: Arc<HashMap<String, About>>,
+}
+
+/// A tool's title and description.
+type About = (Option<String>, Option<String>);
 
 impl Config {
     /// A gateway as `toolgate proxy` runs without optional flags: anonymous
@@ -278,6 +294,7 @@ impl SessionState {
             shared,
             tasks: Mutex::default(),
             spent: std::sync::atomic::AtomicBool::new(false),
+            reload_queued: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -502,6 +519,8 @@ pub(crate) struct SessionState {
     /// The upstream session ended or was refused: requests on it fail, and
     /// the shared one is opened again on the next request.
     spent: std::sync::atomic::AtomicBool,
+    /// A catalog reload is waiting to start (`relay_notification`).
+    reload_queued: std::sync::atomic::AtomicBool,
 }
 
 struct Upstream {
@@ -523,12 +542,7 @@ impl std::fmt::Debug for Upstream {
 struct Rules {
     set: Arc<RuleSet>,
     unknown: Arc<UnknownTool>,
-    /// Each tool's title and description, for approval pages.
-    about: HashMap<String, (Option<String>, Option<String>)>,
-    /// The catalog the set was built from (`{"tools": [...]}`), kept to
-    /// rebuild the set when the policy changes and to list every tool in
-    /// shadow mode.
-    catalog: Arc<str>,
+    listed: Listed,
     /// The policy generation the set was built from.
     generation: u64,
 }
@@ -542,6 +556,12 @@ enum UnknownTool {
 }
 
 const CONFIRMATION_REQUIRED: &str = "CONFIRMATION_REQUIRED";
+/// How long a catalog reload waits for more `list_changed` announcements
+/// before it reads the catalog (with the rules held, so no call is decided
+/// by the old ones meanwhile).
+const RELOAD_SETTLE: Duration = Duration::from_millis(50);
+/// The most policy findings logged for one rule set.
+const MAX_FINDINGS_LOGGED: usize = 50;
 const NOT_FOUND: &str = "NOT_FOUND";
 const STORE_UNAVAILABLE: &str = "STORE_UNAVAILABLE";
 
@@ -795,8 +815,7 @@ impl SessionState {
                         generation: policy.generation,
                         set: rules.set.clone(),
                         unknown: rules.unknown.clone(),
-                        about: rules.about.clone(),
-                        catalog: rules.catalog.clone(),
+                        listed: rules.listed.clone(),
                     });
                     *slot = Some(kept.clone());
                     return Ok(kept);
@@ -830,28 +849,29 @@ impl SessionState {
 
     /// The rules `rules` over its own catalog under another policy.
     async fn rebuild(&self, rules: &Rules, policy: &PolicyText) -> Result<Rules, ErrorData> {
-        let set = self.load_set(policy.text.clone(), rules.catalog.clone()).await?;
+        let (set, listed) = self.load_set(policy.text.clone(), rules.listed.clone()).await?;
         Ok(Rules {
             set,
             unknown: rules.unknown.clone(),
-            about: rules.about.clone(),
-            catalog: rules.catalog.clone(),
+            listed,
             generation: policy.generation,
         })
     }
 
-    /// Loads a rule set off the async threads.
-    async fn load_set(&self, policy: Option<String>, catalog: Arc<str>) -> Result<Arc<RuleSet>, ErrorData> {
+    /// Loads a rule set off the async threads, or takes the one another
+    /// session loaded from the same policy and catalog, with that session's
+    /// copy of the catalog.
+    async fn load_set(&self, policy: Option<String>, listed: Listed) -> Result<(Arc<RuleSet>, Listed), ErrorData> {
         let mut shared = self.config.shared.lock().await;
         if let Some(last) = shared.as_ref()
             && last.policy == policy
-            && *last.catalog == *catalog
+            && *last.listed.catalog == *listed.catalog
         {
-            return Ok(last.set.clone());
+            return Ok((last.set.clone(), last.listed.clone()));
         }
         let engine = self.config.engine.clone();
-        let (text, listed) = (policy.clone(), catalog.clone());
-        let set = tokio::task::spawn_blocking(move || engine.load(text.as_deref(), &listed).map(Arc::new))
+        let (text, catalog) = (policy.clone(), listed.catalog.clone());
+        let set = tokio::task::spawn_blocking(move || engine.load(text.as_deref(), &catalog).map(Arc::new))
             .await
             .map_err(|e| internal(format!("toolgate proxy: loading the rules failed: {e}"), "PROXY_ERROR"))?
             .map_err(|e| {
@@ -864,10 +884,10 @@ impl SessionState {
         self.report_findings(&set);
         *shared = Some(SharedRules {
             policy,
-            catalog,
+            listed: listed.clone(),
             set: set.clone(),
         });
-        Ok(set)
+        Ok((set, listed))
     }
 
     /// What `toolgate check` would say about the policy over the live
@@ -886,7 +906,17 @@ impl SessionState {
         }
         match set.findings() {
             Ok(findings) => {
-                for finding in findings {
+                // One line a tool would bury the log under a large catalog
+                // (review 22: 200 000 lines); `toolgate check` lists them all.
+                if findings.len() > MAX_FINDINGS_LOGGED {
+                    tracing::warn!(
+                        findings = findings.len(),
+                        logged = MAX_FINDINGS_LOGGED,
+                        "the policy has {} findings over the upstream's catalog; the first {MAX_FINDINGS_LOGGED} follow, `toolgate check` lists them all",
+                        findings.len()
+                    );
+                }
+                for finding in findings.iter().take(MAX_FINDINGS_LOGGED) {
                     let p = &finding.problem;
                     tracing::warn!(
                         severity = finding.severity,
@@ -908,6 +938,12 @@ impl SessionState {
     /// succeeds.
     async fn reload_rules(&self) {
         let mut slot = self.rules.lock().await;
+        // Calls wait for the new rules while the announcements of one change
+        // (a redeploy sends several in a row) settle into this reload.
+        tokio::time::sleep(RELOAD_SETTLE).await;
+        // The catalog is read afresh from here: a change announced from now
+        // on queues one more reload.
+        self.reload_queued.store(false, std::sync::atomic::Ordering::SeqCst);
         let unknown = slot.as_ref().map(|r| r.unknown.clone());
         match self.loaded(self.load_rules(unknown).await) {
             Ok(rules) => *slot = Some(Arc::new(rules)),
@@ -920,9 +956,17 @@ impl SessionState {
 
     async fn load_rules(&self, unknown: Option<Arc<UnknownTool>>) -> Result<Rules, ErrorData> {
         let up = self.upstream()?;
-        let tools = match tokio::time::timeout(self.config.timeout, up.peer.list_all_tools()).await {
+        let tools = match tokio::time::timeout(self.config.timeout, crate::catalog::every_tool(&up.peer)).await {
             Ok(Ok(tools)) => tools,
-            Ok(Err(e)) => return Err(self.upstream_error(e, "tools/list").await),
+            Ok(Err(crate::catalog::ListFailure::Upstream(e))) => {
+                return Err(self.upstream_error(e, "tools/list").await);
+            }
+            Ok(Err(crate::catalog::ListFailure::Unbounded(why))) => {
+                return Err(internal(
+                    format!("toolgate proxy: {why}; no call is allowed"),
+                    "CATALOG_REJECTED",
+                ));
+            }
             Err(_) => {
                 return Err(internal(
                     "toolgate proxy: the upstream server did not answer tools/list in time; no call is allowed",
@@ -930,7 +974,6 @@ impl SessionState {
                 ));
             }
         };
-        let names: std::collections::HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
         let about = tools
             .iter()
             .map(|t| {
@@ -944,12 +987,16 @@ impl SessionState {
                 )
             })
             .collect();
-        let catalog: Arc<str> = json!({ "tools": tools }).to_string().into();
+        let listed = Listed {
+            catalog: json!({ "tools": tools }).to_string().into(),
+            about: Arc::new(about),
+        };
+        drop(tools);
         let policy = self.config.policy.current();
-        let set = self.load_set(policy.text.clone(), catalog.clone()).await?;
+        let (set, listed) = self.load_set(policy.text.clone(), listed).await?;
         let unknown = match unknown {
             Some(u) => u,
-            None => Arc::new(self.probe_unknown(up, &names).await),
+            None => Arc::new(self.probe_unknown(up, &listed.about).await),
         };
         // With a shared 2026-07-28 session (`--listen`), readiness is its
         // own: a handshake-era session loading its catalog while the shared
@@ -960,16 +1007,15 @@ impl SessionState {
         Ok(Rules {
             set,
             unknown,
-            about,
-            catalog,
+            listed,
             generation: policy.generation,
         })
     }
 
     /// Learns how the upstream answers a call to a tool it does not have.
-    async fn probe_unknown(&self, up: &Upstream, names: &std::collections::HashSet<String>) -> UnknownTool {
+    async fn probe_unknown<V>(&self, up: &Upstream, tools: &HashMap<String, V>) -> UnknownTool {
         let mut probe = probe_name();
-        while names.contains(&probe) {
+        while tools.contains_key(&probe) {
             probe.push('x');
         }
         let request: Result<ClientRequest, _> = serde_json::from_value(json!({
@@ -1212,6 +1258,12 @@ impl SessionState {
             // tools it first read (a changed pinned tool still ran).
             // Reloading asks the upstream for its tools, which needs the
             // upstream's reader (this caller): done on its own task.
+            // A reload that has not started yet reads the catalog after this
+            // change too, and tells the client: a burst of notifications
+            // costs one reload, not one each.
+            if self.reload_queued.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
             let state = self.clone();
             tokio::spawn(async move {
                 state.reload_rules().await;
@@ -1274,7 +1326,7 @@ impl SessionState {
         let rules = self.rules().await?;
         let listed = if self.config.shadow {
             // Shadow mode changes nothing the client sees.
-            Ok(rules.catalog.to_string())
+            Ok(rules.listed.catalog.to_string())
         } else {
             rules.set.list_exposable(&caller.context)
         };
@@ -1611,7 +1663,7 @@ impl SessionState {
             call.record(code, Some("unavailable"), None, "blocked");
             return blocked(outcome);
         }
-        let (title, description) = rules.about.get(&call.name).cloned().unwrap_or_default();
+        let (title, description) = rules.listed.about.get(&call.name).cloned().unwrap_or_default();
         let pending = approve::Pending {
             id: String::new(),
             digest: digest.to_owned(),
@@ -1784,6 +1836,7 @@ impl<'a> Call<'a> {
     ) -> Call<'a> {
         let name = params.name.to_string();
         let label = rules
+            .listed
             .about
             .get_key_value(&name)
             .map_or(metrics::UNKNOWN_TOOL, |(known, _)| known.as_str());

@@ -16,7 +16,10 @@ so a gateway's readiness can be seen before its catalog is loaded.
 `--redefinable` adds `redefine_read_note`, which changes read_note's
 description and sends notifications/tools/list_changed; with
 `--list-hangs-after-redefine` every tools/list is logged (`"list": true`) and
-those after it never answer (a server stuck while its catalog changes).
+those after it never answer (a server stuck while its catalog changes);
+`--log-lists` logs every tools/list alone. `--redefinable` also adds
+`announce_changes`, which sends notifications/tools/list_changed `times` times
+back to back (a server that announces every step of a redeploy).
 UPSTREAM_JSON_RESPONSE=1 answers each POST with one JSON body (no SSE).
 UPSTREAM_READ_NOTE_DESTRUCTIVE=1 serves read_note as a destructive tool (a
 redeploy that changed it).
@@ -127,6 +130,7 @@ def main():
     parser.add_argument("--client-ca")
     parser.add_argument("--redefinable", action="store_true")
     parser.add_argument("--list-hangs-after-redefine", action="store_true")
+    parser.add_argument("--log-lists", action="store_true")
     parser.add_argument("--chatty", action="store_true")
     parser.add_argument("--tasks", action="store_true")
     args = parser.parse_args()
@@ -192,12 +196,13 @@ def main():
         return f"slept {seconds}s ({tag})"
 
     redefined = asyncio.Event()
-    if args.list_hangs_after_redefine:
+    if args.list_hangs_after_redefine or args.log_lists:
         listed = server.list_tools
 
         async def list_tools():
-            record({"list": True, "hangs": redefined.is_set()})
-            if redefined.is_set():
+            hangs = args.list_hangs_after_redefine and redefined.is_set()
+            record({"list": True, "hangs": hangs})
+            if hangs:
                 await asyncio.Event().wait()
             return await listed()
 
@@ -220,6 +225,14 @@ def main():
             )
             await ctx.session.send_tool_list_changed()
             return "read_note redefined"
+
+        @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+        async def announce_changes(times: int, ctx: Context) -> str:
+            """Say the tools changed, `times` times in a row."""
+            record({"tool": "announce_changes", "arguments": {"times": times}})
+            for _ in range(times):
+                await ctx.session.send_tool_list_changed()
+            return f"announced {times} changes"
 
     if args.chatty:
         chatter = set()
