@@ -186,7 +186,7 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
             format!("the catalog is larger than {MAX_CATALOG_BYTES} bytes"),
         ));
     }
-    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let body = yaml::without_bom(text, Origin::Catalog)?;
     let trimmed = body.trim_start();
     let looks_json = trimmed.starts_with('{') || trimmed.starts_with('[');
     let (mut value, node) = if looks_json {
@@ -196,7 +196,7 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
         })?;
         (value, None)
     } else {
-        let node = yaml::parse(body, Origin::Catalog)?;
+        let node = yaml::parse(text, Origin::Catalog)?;
         (node.to_json(), Some(node))
     };
     // Each tool's canonical text is written once: its hash is the tool's pin,
@@ -420,16 +420,15 @@ fn mcp_tool(item: Value, path: &str, definition: Definition) -> Result<CatalogTo
         Some(Value::Array(items)) => {
             let mut out = Vec::with_capacity(items.len());
             for (i, s) in items.iter().enumerate() {
-                match s {
-                    Value::String(s) if !s.is_empty() => out.push(s.clone()),
-                    _ => {
-                        return Err(problem(
-                            ProblemCode::InvalidValue,
-                            &format!("{path}.scopes[{i}]"),
-                            "a scope must be a non-empty string",
-                        ));
-                    }
+                let at = || format!("{path}.scopes[{i}]");
+                let Value::String(s) = s else {
+                    return Err(problem(ProblemCode::InvalidValue, &at(), "a scope must be a string"));
+                };
+                // The rules a policy's `scopes` keep, in one place.
+                if let Some((code, message)) = yaml::refused_entry(s, &out, "scopes") {
+                    return Err(problem(code, &at(), message));
                 }
+                out.push(s.clone());
             }
             Some(out)
         }

@@ -80,13 +80,12 @@ impl Context {
         for (key, value) in map {
             match key.as_str() {
                 "surface" => {
-                    ctx.surface = match value {
-                        Value::Null => Surface::default(),
-                        Value::String(s) => {
-                            Surface::parse(s).ok_or_else(|| bad("`surface` must be confirming or direct"))?
-                        }
-                        _ => return Err(bad("`surface` must be confirming or direct")),
-                    }
+                    // A `null` is refused, not read as the default: the
+                    // default is the surface that publishes more.
+                    ctx.surface = value
+                        .as_str()
+                        .and_then(Surface::parse)
+                        .ok_or_else(|| bad("`surface` must be confirming or direct"))?
                 }
                 "scopes" => ctx.scopes = string_list(value, "scopes")?,
                 "allowed_tools" => ctx.allowed_tools = string_list(value, "allowed_tools")?,

@@ -16,7 +16,7 @@ pub fn is_blank(text: &str) -> bool {
 }
 
 /// Parses JSON text, refusing duplicate object keys, invalid UTF-8, lone
-/// surrogates, numbers out of `f64` range and nesting deeper than 128.
+/// surrogates, numbers out of `f64` range and nesting of 128 levels or more.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     read_strict(serde_json::de::SliceRead::new(bytes))
 }

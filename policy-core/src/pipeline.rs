@@ -278,8 +278,10 @@ impl Rules {
     /// base64url characters.
     pub fn seal_payload(&self, call: &[u8], caller: &str, id: &str, expires_ms: u64) -> Result<String, Problem> {
         let parsed = parse_call(call).map_err(|(_, why)| call_problem(why))?;
+        // A held or disabled tool answers as one that does not exist (§4).
         let tool = self
             .tool(&parsed.name)
+            .filter(|t| t.class.enabled && t.class.held.is_none())
             .ok_or_else(|| call_problem("the call names no tool of these rules"))?;
         let empty = Map::new();
         let args = match &parsed.arguments {

@@ -120,6 +120,41 @@ impl Node {
     }
 }
 
+/// `text` without its byte-order mark. A second one is refused: YAML readers
+/// differ on it (granit-parser skips it, PyYAML and js-yaml make it part of
+/// the first key, so a reviewer's script would not see `tool_policies`).
+pub fn without_bom(text: &str, origin: Origin) -> Result<&str, Problem> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.starts_with('\u{feff}') {
+        return Err(Problem::new(ProblemCode::Syntax, origin, "a second byte-order mark (U+FEFF)").at(1, 1));
+    }
+    Ok(text)
+}
+
+/// Why an entry of a `requires` or `scopes` list is refused, if it is: empty,
+/// holding characters a reviewer does not see (`requires: [amount<U+200B>]`
+/// would require another argument than the one read), or listed before.
+pub fn refused_entry(entry: &str, earlier: &[String], what: &str) -> Option<(ProblemCode, String)> {
+    if entry.is_empty() {
+        Some((ProblemCode::InvalidValue, format!("`{what}` entries must not be empty")))
+    } else if entry.chars().any(crate::display::needs_escape) {
+        Some((
+            ProblemCode::InvalidValue,
+            format!("`{what}` entries must not hold invisible or control characters"),
+        ))
+    } else if earlier.iter().any(|e| e == entry) {
+        Some((
+            ProblemCode::Duplicate,
+            format!(
+                "`{}` is listed twice in `{what}`",
+                crate::json::truncate_for_message(entry)
+            ),
+        ))
+    } else {
+        None
+    }
+}
+
 /// Parses one YAML document. An empty document is `null`.
 pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
     if text.len() > MAX_YAML_BYTES {
@@ -129,7 +164,7 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
             format!("document is larger than {MAX_YAML_BYTES} bytes"),
         ));
     }
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = without_bom(text, origin)?;
     if text.trim().is_empty() {
         return Ok(Node {
             value: NodeValue::Null,
@@ -238,31 +273,8 @@ impl Reader {
         let mut out: Vec<String> = Vec::with_capacity(items.len());
         for item in items {
             let s = self.string(item, what)?;
-            if s.is_empty() {
-                return Err(self.error(
-                    item.line,
-                    item.column,
-                    ProblemCode::InvalidValue,
-                    format!("`{what}` entries must not be empty"),
-                ));
-            }
-            // `requires: [amount<U+200B>]` would require another argument
-            // than the one a reviewer reads.
-            if s.chars().any(crate::display::needs_escape) {
-                return Err(self.error(
-                    item.line,
-                    item.column,
-                    ProblemCode::InvalidValue,
-                    format!("`{what}` entries must not hold invisible or control characters"),
-                ));
-            }
-            if out.iter().any(|o| o == s) {
-                return Err(self.error(
-                    item.line,
-                    item.column,
-                    ProblemCode::Duplicate,
-                    format!("`{}` is listed twice in `{what}`", crate::json::truncate_for_message(s)),
-                ));
+            if let Some((code, message)) = refused_entry(s, &out, what) {
+                return Err(self.error(item.line, item.column, code, message));
             }
             out.push(s.to_owned());
         }

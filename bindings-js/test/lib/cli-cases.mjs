@@ -8,7 +8,8 @@ export function contextFlags(context) {
   const ctx = context ?? {};
   const flags = [];
   for (const key of Object.keys(ctx)) if (!['surface', 'scopes', 'allowed_tools'].includes(key)) return null;
-  if (ctx.surface !== undefined && ctx.surface !== null) {
+  if (ctx.surface !== undefined) {
+    // A `null` (refused by the engine) has no flag either.
     if (ctx.surface !== 'confirming' && ctx.surface !== 'direct') return null;
     flags.push('--surface', ctx.surface);
   }

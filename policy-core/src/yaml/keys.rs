@@ -202,27 +202,34 @@ where
             let at = Position::from(&span);
             self.refused = self
                 .read_two_ways(&event)
-                .map(|message| Problem::new(ProblemCode::Syntax, self.origin, message).at(at.line, at.column));
+                .map(|(code, message)| Problem::new(code, self.origin, message).at(at.line, at.column));
         }
         Some((event, span))
     }
 
     /// Why `event` is refused on sight, if it is: it means one thing to some
     /// YAML readers and another to others.
-    fn read_two_ways(&mut self, event: &Event<'input>) -> Option<&'static str> {
+    fn read_two_ways(&mut self, event: &Event<'input>) -> Option<(ProblemCode, &'static str)> {
+        let syntax = |message| Some((ProblemCode::Syntax, message));
         match event {
-            _ if is_tagged(event) => Some(TAGS_REFUSED),
+            _ if is_tagged(event) => syntax(TAGS_REFUSED),
             Event::Anchor(_, name) if !self.anchor_names.insert(name.to_string()) => {
-                Some("an anchor name defined twice: readers disagree on which one an alias means")
+                syntax("an anchor name defined twice: readers disagree on which one an alias means")
             }
             Event::Scalar(text, ScalarStyle::Plain, anchor, _) if *anchor != 0 && text == "<<" => {
-                Some("an anchor on `<<`: its alias is a merge to some readers, a key to others")
+                syntax("an anchor on `<<`: its alias is a merge to some readers, a key to others")
             }
             Event::Scalar(text, ScalarStyle::Plain, ..)
                 if super::leading_zero_decimal(text.strip_prefix(['+', '-']).unwrap_or(text)) =>
             {
-                Some("a leading zero: `010` is 8 to YAML 1.1 and 10 to YAML 1.2: drop the zero or quote it")
+                syntax("a leading zero: `010` is 8 to YAML 1.1 and 10 to YAML 1.2: drop the zero or quote it")
             }
+            // `no`, `on`, `y`, `0_10`, `1:20`: text to this reader, a
+            // boolean or a number to YAML 1.1 readers (PyYAML).
+            Event::Scalar(text, ScalarStyle::Plain, ..) if text_only_here(text) => Some((
+                ProblemCode::InvalidValue,
+                "a boolean or a number to YAML 1.1 readers, text to YAML 1.2: quote it (or write true, false, a plain number)",
+            )),
             _ => None,
         }
     }
@@ -470,6 +477,14 @@ fn value_text(value: &Meaning) -> String {
     }
 }
 
+/// Whether a plain scalar this reader takes as text resolves to a value
+/// (boolean, number, null) in YAML 1.1 or 1.2.
+fn text_only_here(text: &str) -> bool {
+    let mut values = Vec::new();
+    resolve(text, &mut values);
+    !values.is_empty() && matches!(super::tree::typed_plain(text), Ok(super::NodeValue::Str(_)))
+}
+
 /// YAML 1.1 and YAML 1.2 core-schema resolution of a plain scalar, both
 /// (a little generously: a form either version accepts counts).
 fn resolve(text: &str, out: &mut Vec<Meaning>) {
@@ -611,21 +626,19 @@ mod tests {
 
     #[test]
     fn keys_equal_after_resolution_are_refused() {
+        // (`yes`, `on`, `1:30`, text here and values to YAML 1.1, are refused
+        // before they can be a duplicate.)
         for (a, b) in [
-            ("yes", "\"yes\""),
-            ("yes", "true"),
-            ("on", "True"),
-            ("no", "off"),
-            ("yes", "\"true\""),
+            ("\"yes\"", "\"yes\""),
+            ("true", "\"true\""),
             ("1", "'1'"),
             ("1", "0x1"),
             ("1", "1.0"),
             ("1", "+1"),
             ("1", "0o1"),
-            ("1", "yes"),
+            ("1", "true"),
             ("0", "false"),
             ("1_000", "1000"),
-            ("1:30", "90"),
             ("~", "null"),
             ("~", "\"null\""),
             ("NULL", "Null"),
@@ -637,7 +650,7 @@ mod tests {
             ("0.5", ".5"),
             ("-0", "0"),
         ] {
-            let text = format!("{a}: x\n{b}: y\n");
+            let text = format!("{a}: p\n{b}: q\n");
             assert_eq!(refused_at(&text), (2, 1), "{a} / {b}");
         }
     }
@@ -661,7 +674,6 @@ mod tests {
             ("c:\n  <<: 5\n", (2, 7)),
             ("a: &a {k: 1}\nc:\n  <<: [*a, 5]\n", (3, 12)),
             ("a: &a x\nc:\n  <<: *a\n", (3, 7)),
-            ("x:\n  <<: {on: 1}\n  true: 2\n", (2, 7)),
             ("x:\n  true: 2\n  <<: {1: 1}\n", (3, 7)),
         ] {
             assert_eq!(refused_at(text), at, "{text}");
@@ -669,6 +681,31 @@ mod tests {
         for fine in ["a: 0\nb: 0.5\nc: '010'\nd: 10\n", "a: &a {k: 1}\nc:\n  <<: [*a]\n"] {
             assert!(refuse_tags_and_duplicate_keys(fine, Origin::Policy).is_ok(), "{fine}");
         }
+    }
+
+    /// A plain scalar that is text to this reader and a boolean or a number
+    /// to YAML 1.1 readers (PyYAML) is refused where it is, key or value.
+    #[test]
+    fn text_that_yaml_1_1_reads_as_a_value_is_refused_where_it_is() {
+        for (text, at) in [
+            ("yes: p\n", (1, 1)),
+            ("a: [p, y]\n", (1, 8)),
+            ("a: no\n", (1, 4)),
+            ("a: Off\n", (1, 4)),
+            ("a: 1:30\n", (1, 4)),
+            ("a: 0_10\n", (1, 4)),
+            ("true: p\non: q\n", (2, 1)),
+            ("x:\n  <<: {on: 1}\n  true: 2\n", (2, 8)),
+        ] {
+            let e = check(text).err().unwrap_or_else(|| unreachable!("accepted: {text}"));
+            assert_eq!(
+                (e.code, e.line, e.column),
+                (ProblemCode::InvalidValue, at.0, at.1),
+                "{text}"
+            );
+        }
+        let fine = "a: 'yes'\nb: \"no\"\nc: true\nd: 1_000\ne: x:y\nf: 12:75\ng: yess\n";
+        assert!(check(fine).is_ok(), "{fine}");
     }
 
     #[test]
@@ -684,7 +721,7 @@ mod tests {
             ("0.1", "0.10001"),
             ("x:y", "x"),
         ] {
-            let text = format!("{a}: x\n{b}: y\n");
+            let text = format!("{a}: p\n{b}: q\n");
             assert!(check(&text).is_ok(), "{a} / {b}");
         }
     }
@@ -707,7 +744,7 @@ mod tests {
             (4, 12)
         );
         assert_eq!(
-            refused_at("p: &p {yes: 1}\nq: &q {true: 2}\nx:\n  <<: [*p, *q]\n"),
+            refused_at("p: &p {1: 1}\nq: &q {0x1: 2}\nx:\n  <<: [*p, *q]\n"),
             (4, 12)
         );
         // The same anchor twice is one source.

@@ -772,7 +772,7 @@ fn relocate(node: &mut Node, at: At) {
 /// YAML 1.2 core schema with strict booleans (`yes`, `on` stay strings), a
 /// zero-led decimal read as a float (`01` is 1.0, never octal), and
 /// non-finite floats refused.
-fn typed_plain(text: &str) -> Result<NodeValue, &'static str> {
+pub(super) fn typed_plain(text: &str) -> Result<NodeValue, &'static str> {
     if is_null_spelling(text) {
         return Ok(NodeValue::Null);
     }
