@@ -131,11 +131,11 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The largest arguments an approval page stores and shows (their JSON
-/// text): a person cannot check more on a page, and every open page keeps
-/// its call's arguments until it expires, so pages for calls of the
-/// engine's 4 MiB limit let one client fill the gateway's memory or the
-/// shared store. A larger call needing confirmation gets no link.
-pub const MAX_SHOWN_ARGUMENTS: usize = 64 * 1024;
+/// text): what a person is asked to approve on any channel. Every open page
+/// also keeps its call's arguments until it expires, so pages for calls of
+/// the engine's 4 MiB limit would let one client fill the gateway's memory
+/// or the shared store. A larger call needing confirmation gets no link.
+pub use crate::confirm::MAX_SHOWN_ARGUMENTS;
 /// Approval links one caller may open within a confirmation window (every
 /// caller without a token counts as one): with the size above, what one
 /// caller can make the store hold is bounded (about 2 MiB per window).

@@ -45,7 +45,7 @@ pub fn is_stateless(meta: &RequestMetaObject) -> bool {
 // What the person is asked, the form it is asked with, and whether a
 // 2026-07-28 request declared it can be asked: as for an rmcp server guarded
 // in process.
-pub use toolgate_rmcp::{declares_form_elicitation, elicitation_params, prompt};
+pub use toolgate_rmcp::{MAX_SHOWN_ARGUMENTS, ask_person, declares_form_elicitation, elicitation_params, prompt};
 
 fn random_id() -> Result<String, String> {
     use base64::Engine as _;

@@ -775,6 +775,13 @@ impl SessionState {
                 };
                 self.config.metrics.upstream_started();
                 let peer = running.peer().clone();
+                // The gateway owns its catalog's freshness: rmcp's response
+                // cache would answer a re-list from an earlier `tools/list`
+                // (kept for the upstream's `ttlMs`, served stale when the
+                // upstream fails), so a changed tool could be decided by its
+                // old definition (review 25).
+                peer.set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
+                    .await;
                 let info = peer
                     .peer_info()
                     .map(|i| serde_json::to_value(&*i).unwrap_or(Value::Null))
@@ -1405,7 +1412,11 @@ impl SessionState {
                 // No way to ask in the protocol: a link to the approval page.
                 return self.approval(params, &rules, &call, &outcome, &ctx, false).await;
             }
-            let message = confirm::prompt(&call.name, params.arguments.as_ref());
+            let Some(message) = confirm::prompt(&call.name, params.arguments.as_ref()) else {
+                tracing::warn!(tool = %call.name, "no input request: the call's arguments are too large to show");
+                call.record(code, Some("unavailable"), None, "blocked");
+                return blocked(&outcome);
+            };
             let (result, id) =
                 self.config
                     .sealing
@@ -1420,15 +1431,20 @@ impl SessionState {
             return self.approval(params, &rules, &call, &outcome, &ctx, url_mode).await;
         }
         // Ask the person.
-        match self.elicit(&ctx, &call.name, params.arguments.as_ref()).await {
+        match confirm::ask_person(&ctx, &call.name, params.arguments.as_ref(), self.config.timeout).await {
             Ok(true) => {}
             Ok(false) => {
                 call.record(code, Some("declined"), None, "blocked");
                 return blocked(&outcome);
             }
             Err(why) => {
-                tracing::warn!(tool = %call.name, %why, "could not ask the person to confirm");
-                call.record(code, Some("unavailable"), None, "blocked");
+                let how = if ctx.ct.is_cancelled() {
+                    "cancelled"
+                } else {
+                    tracing::warn!(tool = %call.name, %why, "could not ask the person to confirm");
+                    "unavailable"
+                };
+                call.record(code, Some(how), None, "blocked");
                 return blocked(&outcome);
             }
         }
@@ -1588,6 +1604,15 @@ impl SessionState {
         // handshake path they are no part of the protocol.
         params.request_state = None;
         params.input_responses = None;
+        // Withdrawn while it was decided (a person's answer came after the
+        // client gave up on the call): not sent at all.
+        if ctx.ct.is_cancelled() {
+            self.audit(call.line(Some("CANCELLED"), "not_sent"));
+            return Err(internal(
+                "toolgate proxy: the client cancelled the call; it was not sent",
+                "CANCELLED",
+            ));
+        }
         let request = relay_request("tools/call", &params)?;
         match self.forward_failing(request, ctx).await {
             Ok(ServerResult::InputRequiredResult(_)) => {
@@ -1785,26 +1810,8 @@ impl SessionState {
         call.record_approval(None, "consumed", id, digest, "forwarded");
         self.forward_call(call, params, confirmed, ctx).await
     }
-
-    /// Asks the person (form elicitation). `Ok(true)` only on accept.
-    async fn elicit(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        tool: &str,
-        arguments: Option<&Map<String, Value>>,
-    ) -> Result<bool, String> {
-        let params = serde_json::from_value(confirm::elicitation_params(&confirm::prompt(tool, arguments)))
-            .map_err(|e| e.to_string())?;
-        let answer = ctx
-            .peer
-            .create_elicitation_with_timeout(params, Some(self.config.timeout))
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(answer.action == rmcp::model::ElicitationAction::Accept)
-    }
 }
 
-/// One `tools/call` being decided: what its audit lines share.
 /// Why a sealed state does not allow the call.
 enum Unopened {
     /// Not this gateway's, damaged, or without an id.
@@ -1813,6 +1820,7 @@ enum Unopened {
     Refused(Box<Outcome>, String),
 }
 
+/// One `tools/call` being decided: what its audit lines share.
 struct Call<'a> {
     name: String,
     /// `{"name", "arguments"}` as the engine reads it.

@@ -43,10 +43,11 @@
 //! ```
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientNotification, ClientRequest, ElicitRequestParams,
-    ElicitationAction, ErrorData, ListToolsRequest, ListToolsResult, PaginatedRequestParams, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientNotification, ClientRequest, ClientResult,
+    ElicitRequest, ElicitRequestParams, ElicitationAction, ErrorData, ListToolsRequest, ListToolsResult,
+    PaginatedRequestParams, ServerNotification, ServerRequest, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RoleServer, Service, ServiceRole};
 use serde_json::{Map, Value, json};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -303,17 +304,7 @@ impl<S: Service<RoleServer>> Guarded<S> {
         tool: &str,
         arguments: Option<&Map<String, Value>>,
     ) -> bool {
-        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation_params(&prompt(tool, arguments)))
-        else {
-            return false;
-        };
-        matches!(
-            context
-                .peer
-                .create_elicitation_with_timeout(params, Some(self.ask_timeout))
-                .await,
-            Ok(answer) if answer.action == ElicitationAction::Accept
-        )
+        ask_person(context, tool, arguments, self.ask_timeout).await == Ok(true)
     }
 }
 
@@ -436,21 +427,77 @@ fn fault(message: &str) -> ErrorData {
     )
 }
 
+/// The largest arguments (their JSON text) a person is asked to approve, on
+/// every channel (an elicitation, an MCP 2026-07-28 input request, the
+/// gateway's approval page): a person cannot check more, and a payload
+/// hidden past the first screen would be approved unread (review 25: a
+/// 300 KB prompt was accepted). A larger call needing confirmation is not
+/// asked about, and so not run.
+pub const MAX_SHOWN_ARGUMENTS: usize = 64 * 1024;
+
 /// What the person is asked: the tool and its exact arguments, with
 /// invisible, bidirectional and separator characters shown as escapes (the
 /// pretty-printer's own line breaks are the only raw ones). `toolgate proxy`
-/// asks with the same words.
-pub fn prompt(tool: &str, arguments: Option<&Map<String, Value>>) -> String {
-    let args = serde_json::to_string_pretty(&arguments.cloned().unwrap_or_default()).unwrap_or_default();
+/// asks with the same words. `None` when the arguments are over
+/// [`MAX_SHOWN_ARGUMENTS`].
+pub fn prompt(tool: &str, arguments: Option<&Map<String, Value>>) -> Option<String> {
+    let arguments = arguments.cloned().unwrap_or_default();
+    if serde_json::to_string(&arguments).map_or(true, |text| text.len() > MAX_SHOWN_ARGUMENTS) {
+        return None;
+    }
+    let args = serde_json::to_string_pretty(&arguments).unwrap_or_default();
     let args = args
         .split('\n')
         .map(policy_core::escape_for_person)
         .collect::<Vec<_>>()
         .join("\n");
     let tool = policy_core::escape_for_person(tool);
-    format!(
+    Some(format!(
         "Allow the tool call `{tool}` with exactly these arguments?\n{args}\n\nIt changes something. Accept to run it once; decline to refuse."
-    )
+    ))
+}
+
+/// Asks the person about this very call with a form elicitation; `Ok(true)`
+/// only for an accept. A call the client cancels while the question is open
+/// withdraws the question (`notifications/cancelled` to the client) and is
+/// `Err`: an answer that comes later is about a call that no longer exists
+/// (review 25: it ran).
+pub async fn ask_person(
+    context: &RequestContext<RoleServer>,
+    tool: &str,
+    arguments: Option<&Map<String, Value>>,
+    timeout: Duration,
+) -> Result<bool, String> {
+    let message = prompt(tool, arguments).ok_or_else(|| {
+        format!("the call's arguments are over {MAX_SHOWN_ARGUMENTS} bytes, too large for a person to check")
+    })?;
+    let params: ElicitRequestParams =
+        serde_json::from_value(elicitation_params(&message)).map_err(|e| e.to_string())?;
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    let handle = context
+        .peer
+        .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (id, peer) = (handle.id.clone(), handle.peer.clone());
+    let answer = tokio::select! {
+        biased;
+        () = context.ct.cancelled() => {
+            let withdrawn: Result<ServerNotification, _> = serde_json::from_value(json!({
+                "method": "notifications/cancelled",
+                "params": { "requestId": id, "reason": "the call was cancelled" }
+            }));
+            if let Ok(withdrawn) = withdrawn {
+                let _ = peer.send_notification(withdrawn).await;
+            }
+            return Err("the client cancelled the call".into());
+        }
+        answer = handle.await_response() => answer.map_err(|e| e.to_string())?,
+    };
+    match answer {
+        ClientResult::ElicitResult(answer) => Ok(answer.action == ElicitationAction::Accept),
+        _ => Err("the client answered with something else than an elicitation result".into()),
+    }
 }
 
 /// The form elicitation request's params (the same in both MCP eras).
@@ -494,8 +541,18 @@ mod tests {
     fn prompt_shows_invisible_characters_escaped() {
         let mut args = Map::new();
         args.insert("content".into(), Value::String("ok\u{202e}txt\u{2028}x".into()));
-        let p = prompt("write_file", Some(&args));
+        let p = prompt("write_file", Some(&args)).unwrap();
         assert!(p.contains("\\u{202E}") && p.contains("\\u{2028}"), "{p}");
         assert!(!p.contains('\u{202e}') && !p.contains('\u{2028}'));
+    }
+
+    #[test]
+    fn a_call_too_large_to_check_is_not_asked_about() {
+        let mut args = Map::new();
+        let at_most = MAX_SHOWN_ARGUMENTS - r#"{"content":""}"#.len();
+        args.insert("content".into(), Value::String("x".repeat(at_most)));
+        assert!(prompt("write_file", Some(&args)).is_some());
+        args.insert("content".into(), Value::String("x".repeat(at_most + 1)));
+        assert_eq!(prompt("write_file", Some(&args)), None);
     }
 }

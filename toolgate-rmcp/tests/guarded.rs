@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientConfig, ContentBlock, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ErrorData, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientConfig, ClientRequest,
+    ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService, ServiceExt};
 use serde_json::{Map, Value, json};
@@ -468,6 +468,89 @@ async fn a_yes_given_while_the_tool_changed_does_not_run_it() {
     )
     .await;
     assert_write_held(client, &server).await;
+}
+
+/// A person who answers "accept" only when told to, so the call can be
+/// cancelled while they are asked.
+#[derive(Clone)]
+struct LatePerson {
+    asked: Arc<tokio::sync::Notify>,
+    answer_now: Arc<tokio::sync::Notify>,
+}
+
+#[allow(clippy::manual_async_fn)]
+impl rmcp::ClientHandler for LatePerson {
+    fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
+        async move {
+            self.asked.notify_one();
+            self.answer_now.notified().await;
+            Ok(ElicitResult::new(ElicitationAction::Accept))
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        Person {
+            answer: ElicitationAction::Accept,
+            asked: Arc::default(),
+        }
+        .get_info()
+    }
+}
+
+/// A call the client cancels while its person is asked runs nothing, though
+/// the person accepts afterwards (review 25: it ran).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_cancelled_while_its_person_is_asked_does_not_run_on_a_later_accept() {
+    let server = Notes::default();
+    let person = LatePerson {
+        asked: Arc::default(),
+        answer_now: Arc::default(),
+    };
+    let client = serve(server.clone(), Context::default(), person.clone()).await;
+    let write = CallToolRequestParams::new("write_note").with_arguments(arguments(json!({"text": "withdrawn"})));
+    let handle = client
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(write)),
+            rmcp::service::PeerRequestOptions::default(),
+        )
+        .await
+        .unwrap();
+    person.asked.notified().await;
+    handle.cancel(Some("stop".into())).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    person.answer_now.notify_one();
+    // A later call on the same connection is answered: the guard has moved on.
+    client.list_tools(None).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(server.ran.lock().unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+/// A call with more arguments than a person can check is not asked about:
+/// held back, unasked, and nothing ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_too_large_to_show_a_person_is_not_asked_about() {
+    let server = Notes::default();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let yes = Person {
+        answer: ElicitationAction::Accept,
+        asked: asked.clone(),
+    };
+    let client = serve(server.clone(), Context::default(), yes).await;
+    let text = "x".repeat(toolgate_rmcp::MAX_SHOWN_ARGUMENTS);
+    let write = client
+        .call_tool(CallToolRequestParams::new("write_note").with_arguments(arguments(json!({ "text": text }))))
+        .await
+        .unwrap();
+    assert_eq!(code(&write).as_deref(), Some("CONFIRMATION_REQUIRED"));
+    assert!(asked.lock().unwrap().is_empty());
+    assert!(server.ran.lock().unwrap().is_empty());
+    client.cancel().await.unwrap();
 }
 
 /// A write the person did not confirm: held back, and nothing ran.

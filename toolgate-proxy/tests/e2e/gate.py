@@ -270,6 +270,48 @@ async def stdio_checks(root, audit):
     finally:
         await s.close()
 
+    # A call the client cancels while its person is asked is withdrawn: the
+    # question is cancelled too, and an accept that comes after it runs
+    # nothing (review 25: the write ran). A call too large for a person to
+    # check (over 64 KiB of arguments) is not asked about at all.
+    s = await Stdio.start(root, "--audit", str(audit), capabilities={"elicitation": {"form": {}}})
+    try:
+        target = root / "withdrawn.txt"
+        await s.send_json(call(650, "write_file", json.loads(write_args(target))))
+        asked = await s.next()
+        while asked.get("method") != "elicitation/create":
+            asked = await s.next()
+        await s.send_json(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 650, "reason": "stop"}}
+        )
+        withdrawn = await s.next()
+        while withdrawn.get("method") != "notifications/cancelled":
+            withdrawn = await s.next()
+        check(
+            "stdio: a call cancelled while its person is asked withdraws the question",
+            withdrawn["params"].get("requestId") == asked["id"],
+            withdrawn,
+        )
+        await s.send_json({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {}}})
+        await s.send_json(call(651, "list_allowed_directories", {}))
+        await s.answer(651)
+        check("stdio: ...and the accept that comes after it runs nothing", not target.exists())
+        lines = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
+        mine = [e for e in lines if e.get("tool") == "write_file" and e.get("confirmation") == "cancelled"]
+        check("stdio: ...its audit line says blocked, cancelled", [e.get("outcome") for e in mine] == ["blocked"], mine)
+
+        huge = root / "huge.txt"
+        await s.send_json(call(652, "write_file", json.loads(write_args(huge, "x" * (64 * 1024)))))
+        m = await s.answer(652)
+        asked_about_it = any(x.get("method") == "elicitation/create" and len(json.dumps(x)) > 64 * 1024 for x in s.seen)
+        check(
+            "stdio: a call with over 64 KiB of arguments is not shown to a person to approve, and does not run",
+            not asked_about_it and not huge.exists() and "CONFIRMATION_REQUIRED" in json.dumps(m),
+            m,
+        )
+    finally:
+        await s.close()
+
     # Only what was decided goes upstream: a client's requestState and
     # inputResponses never do, and an upstream's own input request is not
     # relayed (its retry would carry state and answers no decision covers).
