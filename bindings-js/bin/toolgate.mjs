@@ -136,7 +136,35 @@ const OS_ERRORS = /** @type {Record<string, string>} */ ({
 });
 
 /** Reads a file as UTF-8 text; failures as the Rust CLI reports them (exit 2: an input could not be read). */
-function readText(/** @type {string} */ path) {
+/**
+ * How many bytes of `bytes` are well-formed UTF-8 before the first that is
+ * not (RFC 3629: no overlong form, surrogate or code point past U+10FFFF),
+ * which TextDecoder does not tell.
+ * @param {Uint8Array} bytes
+ */
+function validUtf8Prefix(bytes) {
+  let i = 0;
+  while (i < bytes.length) {
+    const b = bytes[i];
+    const [size, low, high] =
+      b < 0x80 ? [1, 0, 0] : b < 0xc2 ? [0, 0, 0] : b < 0xe0 ? [2, 0x80, 0xbf]
+        : b === 0xe0 ? [3, 0xa0, 0xbf] : b === 0xed ? [3, 0x80, 0x9f] : b < 0xf0 ? [3, 0x80, 0xbf]
+          : b === 0xf0 ? [4, 0x90, 0xbf] : b < 0xf4 ? [4, 0x80, 0xbf] : b === 0xf4 ? [4, 0x80, 0x8f] : [0, 0, 0];
+    if (size === 0 || i + size > bytes.length) return i;
+    if (size > 1 && (bytes[i + 1] < low || bytes[i + 1] > high)) return i;
+    for (let k = 2; k < size; k++) if (bytes[i + k] < 0x80 || bytes[i + k] > 0xbf) return i;
+    i += size;
+  }
+  return i;
+}
+
+/**
+ * A file's text. Bytes that are not UTF-8 are refused where they start, as a
+ * load error of `origin` (docs/spec.md §7: a code and a position), as the
+ * Rust and Python CLIs say it.
+ * @param {string} path @param {'POLICY' | 'CATALOG'} origin
+ */
+function readText(path, origin) {
   let bytes;
   try {
     bytes = readFileSync(path);
@@ -148,7 +176,11 @@ function readText(/** @type {string} */ path) {
   try {
     return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
-    process.stderr.write(`toolgate: ${path}: not valid UTF-8\n`);
+    const before = bytes.subarray(0, validUtf8Prefix(bytes));
+    const lineStart = before.lastIndexOf(0x0a) + 1;
+    const line = 1 + before.filter((b) => b === 0x0a).length;
+    const column = 1 + [...new TextDecoder().decode(before.subarray(lineStart))].length;
+    process.stderr.write(`toolgate: ${path}:${line}:${column}: not valid UTF-8 (${origin}_SYNTAX)\n`);
     process.exit(EX_LOAD);
   }
 }
@@ -181,8 +213,8 @@ function isBlank(/** @type {Uint8Array} */ line) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const policy = args.policyPath === undefined ? undefined : readText(args.policyPath);
-  const catalog = readText(args.catalogPath);
+  const policy = args.policyPath === undefined ? undefined : readText(args.policyPath, 'POLICY');
+  const catalog = readText(args.catalogPath, 'CATALOG');
   const prepared = args.preparedDir === undefined ? {} : readPrepared(args.preparedDir);
   let gate;
   try {

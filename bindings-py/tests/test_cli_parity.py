@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -244,3 +245,26 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error_in_every_cli(
     for name, cli in _others():
         other = subprocess.run([*cli, *argv], capture_output=True, timeout=120)
         assert (other.returncode, other.stdout) == (64, b""), (name, other.stderr)
+
+
+@pytest.mark.parametrize(
+    ("bad", "at"),
+    [(b"\xff", "3:3"), (b"\xe0\x80\x80", "3:3"), (b"\xed\xa0\x80", "3:3"), (b"ok\xf0\x9f\x98", "3:5")],
+    ids=repr,
+)
+@pytest.mark.parametrize("which", ["policy", "catalog"])
+def test_a_file_that_is_not_utf8_is_a_load_error_at_its_first_bad_byte_in_every_cli(
+    which: str, bad: bytes, at: str, files: dict[str, str], tmp_path: Path
+) -> None:
+    # docs/spec.md §7: a load error with a code and a position; the column
+    # counts characters (`é` and the emoji before it are one each).
+    path = tmp_path / f"{which}.yaml"
+    path.write_bytes(b"version: 1\n# \xc3\xa9\xf0\x9f\x98\x80\nab" + bad + b" tail\n")
+    flag = {"policy": ["--policy", str(path), "--catalog", files["catalog"]], "catalog": ["--catalog", str(path)]}
+    argv = ["list", *flag[which]]
+    want = f"toolgate: {path}:{at}: not valid UTF-8 ({which.upper()}_SYNTAX)\n".encode()
+    python = subprocess.run([sys.executable, "-m", "mcp_toolgate", *argv], capture_output=True, timeout=120)
+    assert (python.returncode, python.stdout, python.stderr) == (2, b"", want)
+    for name, cli in _others():
+        other = subprocess.run([*cli, *argv], capture_output=True, timeout=120)
+        assert (other.returncode, other.stdout, other.stderr) == (2, b"", want), name

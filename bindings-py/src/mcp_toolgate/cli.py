@@ -168,7 +168,7 @@ def _parser() -> _Parser:
     return parser
 
 
-def _read(path: str, stderr: IO[str]) -> str | None:
+def _read(path: str, origin: str, stderr: IO[str]) -> str | None:
     """The file's text, or None after printing the Rust CLI's message."""
     try:
         with open(path, "rb") as f:
@@ -179,8 +179,14 @@ def _read(path: str, stderr: IO[str]) -> str | None:
         return None
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
-        stderr.write(f"toolgate: {path}: not valid UTF-8\n")
+    except UnicodeDecodeError as e:
+        # Refused where the bad bytes start, as a load error of `origin`
+        # (docs/spec.md §7: a code and a position), as the other CLIs say it.
+        before = data[: e.start]
+        line_start = before.rfind(b"\n") + 1
+        line = 1 + before.count(b"\n")
+        column = 1 + len(before[line_start:].decode("utf-8"))
+        stderr.write(f"toolgate: {path}:{line}:{column}: not valid UTF-8 ({origin}_SYNTAX)\n")
         return None
 
 
@@ -217,10 +223,10 @@ def main(
 
     policy = None
     if args.policy is not None:
-        policy = _read(args.policy, stderr)
+        policy = _read(args.policy, "POLICY", stderr)
         if policy is None:
             return EXIT_LOAD
-    catalog = _read(args.catalog, stderr)
+    catalog = _read(args.catalog, "CATALOG", stderr)
     if catalog is None:
         return EXIT_LOAD
     try:

@@ -326,8 +326,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(toolgate_proxy::main_with(std::iter::once(name).chain(args)))
         }
         Command::Prepare(args) => {
-            let policy = args.policy.as_deref().map(read_text).transpose()?;
-            let catalog = read_text(&args.catalog)?;
+            let policy = args.policy.as_deref().map(|p| read_text(p, Some("POLICY"))).transpose()?;
+            let catalog = read_text(&args.catalog, Some("CATALOG"))?;
             match toolgate::prepare_into(&args.out, policy.as_deref(), &catalog, args.native) {
                 Ok(files) => {
                     let mut out = std::io::stdout().lock();
@@ -385,9 +385,20 @@ fn one_line(error: &anyhow::Error) -> String {
     text
 }
 
-pub fn read_text(path: &Path) -> Result<String> {
+/// A file's text. Bytes that are not UTF-8 are refused where they start,
+/// as a load error of `origin` (`POLICY`, `CATALOG`) when the file is one
+/// (docs/spec.md §7: a code and a position); the Node and Python CLIs say
+/// the same.
+pub fn read_text(path: &Path, origin: Option<&str>) -> Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    String::from_utf8(bytes).map_err(|_| anyhow!("{}: not valid UTF-8", path.display()))
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = e.as_bytes().get(..e.utf8_error().valid_up_to()).unwrap_or_default();
+        let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
+        let column = 1 + String::from_utf8_lossy(valid.get(line_start..).unwrap_or_default()).chars().count();
+        let code = origin.map(|o| format!(" ({o}_SYNTAX)")).unwrap_or_default();
+        anyhow!("{}:{line}:{column}: not valid UTF-8{code}", path.display())
+    })
 }
 
 /// The file (or server) a problem's origin points to.
@@ -417,8 +428,8 @@ fn problem_text(problem: &toolgate::Problem) -> String {
 }
 
 fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<ExitCode>) -> Result<ExitCode> {
-    let policy = args.policy.as_deref().map(read_text).transpose()?;
-    let catalog = read_text(&args.catalog)?;
+    let policy = args.policy.as_deref().map(|p| read_text(p, Some("POLICY"))).transpose()?;
+    let catalog = read_text(&args.catalog, Some("CATALOG"))?;
     let engine = match &args.prepared {
         Some(dir) => Engine::from_prepared_dir(dir, toolgate::Limits::default())?,
         None => Engine::cached()?,
@@ -484,9 +495,9 @@ const NO_CATALOG: &str = r#"{"tools":[]}"#;
 const NOT_IN_CATALOG: &str = "POLICY_TOOL_NOT_IN_CATALOG";
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {
-    let policy = read_text(&args.policy)?;
+    let policy = read_text(&args.policy, Some("POLICY"))?;
     let (catalog_name, catalog) = match (&args.catalog, args.upstream.as_deref(), args.server.is_empty()) {
-        (Some(path), _, _) => (path.display().to_string(), read_text(path)?),
+        (Some(path), _, _) => (path.display().to_string(), read_text(path, Some("CATALOG"))?),
         (None, None, true) => ("(no catalog)".to_owned(), NO_CATALOG.to_owned()),
         (None, url, _) => {
             let timeout = std::time::Duration::from_secs(args.timeout.max(1));

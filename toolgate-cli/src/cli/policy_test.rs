@@ -102,7 +102,7 @@ pub fn run(files: &[PathBuf], json: bool) -> Result<ExitCode> {
 }
 
 fn run_file(engine: &Engine, file: &Path) -> Result<Vec<Outcome>> {
-    let text = read_text(file)?;
+    let text = read_text(file, None)?;
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
     let spec: TestFile = serde_saphyr::from_str_with_options(&text, options).map_err(|e| anyhow!("{e}"))?;
@@ -112,8 +112,8 @@ fn run_file(engine: &Engine, file: &Path) -> Result<Vec<Outcome>> {
         return Err(anyhow!("`cases` is empty: a test file lists at least one case"));
     }
     let dir = file.parent().unwrap_or(Path::new("."));
-    let policy = spec.policy.as_ref().map(|p| read_text(&dir.join(p))).transpose()?;
-    let catalog = read_text(&dir.join(&spec.catalog))?;
+    let policy = spec.policy.as_ref().map(|p| read_text(&dir.join(p), Some("POLICY"))).transpose()?;
+    let catalog = read_text(&dir.join(&spec.catalog), Some("CATALOG"))?;
     let rules = engine.load(policy.as_deref(), &catalog).map_err(|e| anyhow!("{e}"))?;
     Ok(spec
         .cases
