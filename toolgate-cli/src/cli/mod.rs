@@ -326,7 +326,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(toolgate_proxy::main_with(std::iter::once(name).chain(args)))
         }
         Command::Prepare(args) => {
-            let policy = args.policy.as_deref().map(|p| read_text(p, Some("POLICY"))).transpose()?;
+            let policy = read_policy(args.policy.as_deref())?;
             let catalog = read_text(&args.catalog, Some("CATALOG"))?;
             match toolgate::prepare_into(&args.out, policy.as_deref(), &catalog, args.native) {
                 Ok(files) => {
@@ -385,6 +385,11 @@ fn one_line(error: &anyhow::Error) -> String {
     text
 }
 
+/// The policy file's text, when one is given.
+pub fn read_policy(path: Option<&Path>) -> Result<Option<String>> {
+    path.map(|p| read_text(p, Some("POLICY"))).transpose()
+}
+
 /// A file's text. Bytes that are not UTF-8 are refused where they start,
 /// as a load error of `origin` (`POLICY`, `CATALOG`) when the file is one
 /// (docs/spec.md §7: a code and a position); the Node and Python CLIs say
@@ -395,7 +400,9 @@ pub fn read_text(path: &Path, origin: Option<&str>) -> Result<String> {
         let valid = e.as_bytes().get(..e.utf8_error().valid_up_to()).unwrap_or_default();
         let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
-        let column = 1 + String::from_utf8_lossy(valid.get(line_start..).unwrap_or_default()).chars().count();
+        let column = 1 + String::from_utf8_lossy(valid.get(line_start..).unwrap_or_default())
+            .chars()
+            .count();
         let code = origin.map(|o| format!(" ({o}_SYNTAX)")).unwrap_or_default();
         anyhow!("{}:{line}:{column}: not valid UTF-8{code}", path.display())
     })
@@ -428,7 +435,7 @@ fn problem_text(problem: &toolgate::Problem) -> String {
 }
 
 fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<ExitCode>) -> Result<ExitCode> {
-    let policy = args.policy.as_deref().map(|p| read_text(p, Some("POLICY"))).transpose()?;
+    let policy = read_policy(args.policy.as_deref())?;
     let catalog = read_text(&args.catalog, Some("CATALOG"))?;
     let engine = match &args.prepared {
         Some(dir) => Engine::from_prepared_dir(dir, toolgate::Limits::default())?,

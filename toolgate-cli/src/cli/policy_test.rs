@@ -112,7 +112,7 @@ fn run_file(engine: &Engine, file: &Path) -> Result<Vec<Outcome>> {
         return Err(anyhow!("`cases` is empty: a test file lists at least one case"));
     }
     let dir = file.parent().unwrap_or(Path::new("."));
-    let policy = spec.policy.as_ref().map(|p| read_text(&dir.join(p), Some("POLICY"))).transpose()?;
+    let policy = super::read_policy(spec.policy.as_ref().map(|p| dir.join(p)).as_deref())?;
     let catalog = read_text(&dir.join(&spec.catalog), Some("CATALOG"))?;
     let rules = engine.load(policy.as_deref(), &catalog).map_err(|e| anyhow!("{e}"))?;
     Ok(spec
