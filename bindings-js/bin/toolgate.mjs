@@ -179,7 +179,8 @@ function readText(path, origin) {
     const before = bytes.subarray(0, validUtf8Prefix(bytes));
     const lineStart = before.lastIndexOf(0x0a) + 1;
     const line = 1 + before.filter((b) => b === 0x0a).length;
-    const column = 1 + [...new TextDecoder().decode(before.subarray(lineStart))].length;
+    // ignoreBOM: a leading BOM is a character here, as the other CLIs count it.
+    const column = 1 + [...new TextDecoder('utf-8', { ignoreBOM: true }).decode(before.subarray(lineStart))].length;
     process.stderr.write(`toolgate: ${path}:${line}:${column}: not valid UTF-8 (${origin}_SYNTAX)\n`);
     process.exit(EX_LOAD);
   }

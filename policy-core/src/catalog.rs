@@ -186,7 +186,7 @@ pub fn parse(text: &str) -> Result<Catalog, Problem> {
             format!("the catalog is larger than {MAX_CATALOG_BYTES} bytes"),
         ));
     }
-    let body = yaml::without_bom(text, Origin::Catalog)?;
+    let body = yaml::without_bom(text);
     let trimmed = body.trim_start();
     let looks_json = trimmed.starts_with('{') || trimmed.starts_with('[');
     let (mut value, node) = if looks_json {

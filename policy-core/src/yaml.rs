@@ -120,15 +120,10 @@ impl Node {
     }
 }
 
-/// `text` without its byte-order mark. A second one is refused: YAML readers
-/// differ on it (granit-parser skips it, PyYAML and js-yaml make it part of
-/// the first key, so a reviewer's script would not see `tool_policies`).
-pub fn without_bom(text: &str, origin: Origin) -> Result<&str, Problem> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if text.starts_with('\u{feff}') {
-        return Err(Problem::new(ProblemCode::Syntax, origin, "a second byte-order mark (U+FEFF)").at(1, 1));
-    }
-    Ok(text)
+/// `text` without its byte-order mark: one, at the very start. Any other is
+/// refused with the characters read two ways (`refuse_misread_characters`).
+pub fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
 /// Why an entry of a `requires` or `scopes` list is refused, if it is: empty,
@@ -164,7 +159,7 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
             format!("document is larger than {MAX_YAML_BYTES} bytes"),
         ));
     }
-    let text = without_bom(text, origin)?;
+    let text = without_bom(text);
     if text.trim().is_empty() {
         return Ok(Node {
             value: NodeValue::Null,
@@ -192,7 +187,8 @@ pub fn parse(text: &str, origin: Origin) -> Result<Node, Problem> {
 /// (PyYAML, yamllint) and editors see a new line, so a line a reviewer sees
 /// could be dropped; bidirectional embeddings, overrides and isolates
 /// reorder what is displayed; a lone carriage return in a file of line feeds
-/// makes a terminal draw the rest of the line over its start.
+/// makes a terminal draw the rest of the line over its start; a byte-order
+/// mark anywhere but first.
 fn refuse_misread_characters(text: &str, origin: Origin) -> Option<Problem> {
     let has_line_feed = text.contains('\n');
     let (mut line, mut column) = (1u64, 1u64);
@@ -205,6 +201,9 @@ fn refuse_misread_characters(text: &str, origin: Origin) -> Option<Problem> {
             '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
                 "a bidirectional control: the text displays in another order than it reads"
             }
+            // granit-parser skips one at a line's start; PyYAML and js-yaml
+            // make it part of the key that follows (`\ufefftool_policies`).
+            '\u{feff}' => "a byte-order mark after the start",
             '\r' if has_line_feed && chars.peek() != Some(&'\n') => {
                 "a lone carriage return among line feeds: a terminal draws the rest over the line"
             }

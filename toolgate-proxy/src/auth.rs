@@ -802,6 +802,22 @@ mod tests {
         assert_eq!(bearer(Some("bearer x.y.z")), Ok("x.y.z"));
     }
 
+    /// A gateway on this machine checking tokens against the key set in
+    /// the file `jwks`.
+    fn jwt_settings(jwks: std::path::PathBuf) -> AuthSettings {
+        AuthSettings {
+            issuer: "https://issuer.example".into(),
+            audience: "toolgate".into(),
+            check: TokenCheck::Jwt(JwksSource::File(jwks)),
+            required_scopes: Vec::new(),
+            resource: "http://127.0.0.1/mcp".into(),
+            metadata_url: "http://127.0.0.1/.well-known/oauth-protected-resource/mcp".into(),
+            base: Context::default(),
+            metrics: Arc::default(),
+            jwks_max_age: Duration::from_secs(300),
+        }
+    }
+
     /// A refusal made on the headers waits for the request's body, so hyper
     /// keeps the connection and the client's next request on it is answered.
     /// The body is sent after a pause so it is not in hyper's buffer when the
@@ -814,17 +830,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let jwks = dir.join("jwks.json");
         std::fs::write(&jwks, r#"{"keys":[]}"#).unwrap();
-        let settings = AuthSettings {
-            issuer: "https://issuer.example".into(),
-            audience: "toolgate".into(),
-            check: TokenCheck::Jwt(JwksSource::File(jwks)),
-            required_scopes: Vec::new(),
-            resource: "http://127.0.0.1/mcp".into(),
-            metadata_url: "http://127.0.0.1/.well-known/oauth-protected-resource/mcp".into(),
-            base: Context::default(),
-            metrics: Arc::default(),
-            jwks_max_age: Duration::from_secs(300),
-        };
+        let settings = jwt_settings(jwks);
         let auth = Arc::new(
             Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
                 .await
@@ -970,17 +976,7 @@ mod tests {
         let key = |kid: &str, n: &str| json!({"kty": "RSA", "n": n, "e": "AQAB", "kid": kid});
         let write = |keys: Vec<serde_json::Value>| std::fs::write(&jwks, json!({ "keys": keys }).to_string()).unwrap();
         write(vec![key("one", "AQAB")]);
-        let settings = AuthSettings {
-            issuer: "https://issuer.example".into(),
-            audience: "toolgate".into(),
-            check: TokenCheck::Jwt(JwksSource::File(jwks.clone())),
-            required_scopes: Vec::new(),
-            resource: "http://127.0.0.1/mcp".into(),
-            metadata_url: "http://127.0.0.1/.well-known/oauth-protected-resource/mcp".into(),
-            base: Context::default(),
-            metrics: Arc::default(),
-            jwks_max_age: Duration::from_secs(300),
-        };
+        let settings = jwt_settings(jwks.clone());
         let auth = Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
             .await
             .unwrap();

@@ -1452,7 +1452,8 @@ impl SessionState {
         // catalog was reloaded meanwhile (a pin may no longer match), that
         // answer is not about the current tool.
         let current = self.rules().await?;
-        if !Arc::ptr_eq(&current, &rules) {
+        // A change announced but not yet read counts as a change.
+        if !Arc::ptr_eq(&current, &rules) || self.reload_queued.load(std::sync::atomic::Ordering::SeqCst) {
             call.record(code, Some("stale"), None, "blocked");
             return blocked(&outcome);
         }
@@ -2344,13 +2345,7 @@ impl Service<RoleClient> for UpstreamHandler {
             let result = tokio::select! {
                 r = handle.await_response() => r,
                 () = context.ct.cancelled() => {
-                    let notification: Result<ServerNotification, _> = serde_json::from_value(json!({
-                        "method": "notifications/cancelled",
-                        "params": { "requestId": id, "reason": "cancelled by the server" }
-                    }));
-                    if let Ok(n) = notification {
-                        let _ = peer.send_notification(n).await;
-                    }
+                    toolgate_rmcp::withdraw(&peer, id, "cancelled by the server").await;
                     Err(ServiceError::Cancelled { reason: None })
                 }
             };

@@ -438,14 +438,15 @@ pub const MAX_SHOWN_ARGUMENTS: usize = 64 * 1024;
 /// What the person is asked: the tool and its exact arguments, with
 /// invisible, bidirectional and separator characters shown as escapes (the
 /// pretty-printer's own line breaks are the only raw ones). `toolgate proxy`
-/// asks with the same words. `None` when the arguments are over
+/// asks with the same words. `None` when the arguments, as shown, are over
 /// [`MAX_SHOWN_ARGUMENTS`].
 pub fn prompt(tool: &str, arguments: Option<&Map<String, Value>>) -> Option<String> {
-    let arguments = arguments.cloned().unwrap_or_default();
-    if serde_json::to_string(&arguments).map_or(true, |text| text.len() > MAX_SHOWN_ARGUMENTS) {
+    // Bounded as shown: indentation makes deep arguments far longer printed
+    // than sent (review 27: 64 KB of nested lists, 7.9 MB shown).
+    let args = serde_json::to_string_pretty(&arguments.cloned().unwrap_or_default()).ok()?;
+    if args.len() > MAX_SHOWN_ARGUMENTS {
         return None;
     }
-    let args = serde_json::to_string_pretty(&arguments).unwrap_or_default();
     let args = args
         .split('\n')
         .map(policy_core::escape_for_person)
@@ -455,6 +456,19 @@ pub fn prompt(tool: &str, arguments: Option<&Map<String, Value>>) -> Option<Stri
     Some(format!(
         "Allow the tool call `{tool}` with exactly these arguments?\n{args}\n\nIt changes something. Accept to run it once; decline to refuse."
     ))
+}
+
+/// Tells the client that the server's request `id` is withdrawn
+/// (`notifications/cancelled`), best effort: a client already gone needs
+/// no word.
+pub async fn withdraw(peer: &rmcp::service::Peer<RoleServer>, id: rmcp::model::RequestId, reason: &str) {
+    let withdrawn: Result<ServerNotification, _> = serde_json::from_value(json!({
+        "method": "notifications/cancelled",
+        "params": { "requestId": id, "reason": reason }
+    }));
+    if let Ok(withdrawn) = withdrawn {
+        let _ = peer.send_notification(withdrawn).await;
+    }
 }
 
 /// Asks the person about this very call with a form elicitation; `Ok(true)`
@@ -483,13 +497,7 @@ pub async fn ask_person(
     let answer = tokio::select! {
         biased;
         () = context.ct.cancelled() => {
-            let withdrawn: Result<ServerNotification, _> = serde_json::from_value(json!({
-                "method": "notifications/cancelled",
-                "params": { "requestId": id, "reason": "the call was cancelled" }
-            }));
-            if let Ok(withdrawn) = withdrawn {
-                let _ = peer.send_notification(withdrawn).await;
-            }
+            withdraw(&peer, id, "the call was cancelled").await;
             return Err("the client cancelled the call".into());
         }
         answer = handle.await_response() => answer.map_err(|e| e.to_string())?,
@@ -549,10 +557,15 @@ mod tests {
     #[test]
     fn a_call_too_large_to_check_is_not_asked_about() {
         let mut args = Map::new();
-        let at_most = MAX_SHOWN_ARGUMENTS - r#"{"content":""}"#.len();
+        let at_most = MAX_SHOWN_ARGUMENTS - "{\n  \"content\": \"\"\n}".len();
         args.insert("content".into(), Value::String("x".repeat(at_most)));
         assert!(prompt("write_file", Some(&args)).is_some());
         args.insert("content".into(), Value::String("x".repeat(at_most + 1)));
+        assert_eq!(prompt("write_file", Some(&args)), None);
+        // 600 bytes sent, over 64 KiB shown (each level indented further).
+        let nested = (0..300).fold(Value::Null, |inner, _| Value::Array(vec![inner]));
+        assert!(serde_json::to_string(&nested).unwrap().len() < 1000);
+        args.insert("content".into(), nested);
         assert_eq!(prompt("write_file", Some(&args)), None);
     }
 }

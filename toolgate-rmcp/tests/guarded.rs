@@ -146,13 +146,18 @@ impl rmcp::ClientHandler for Person {
     }
 
     fn get_info(&self) -> ClientConfig {
-        serde_json::from_value(json!({
-            "protocolVersion": "2025-06-18",
-            "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "person", "version": "0"},
-        }))
-        .unwrap()
+        person_info()
     }
+}
+
+/// What every test client that stands for a person declares: elicitation.
+fn person_info() -> ClientConfig {
+    serde_json::from_value(json!({
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "person", "version": "0"},
+    }))
+    .unwrap()
 }
 
 async fn serve<C: rmcp::ClientHandler>(server: Notes, context: Context, client: C) -> RunningService<RoleClient, C> {
@@ -448,11 +453,7 @@ impl rmcp::ClientHandler for AcceptsWhileWithdrawn {
     }
 
     fn get_info(&self) -> ClientConfig {
-        Person {
-            answer: ElicitationAction::Accept,
-            asked: Arc::default(),
-        }
-        .get_info()
+        person_info()
     }
 }
 
@@ -493,11 +494,7 @@ impl rmcp::ClientHandler for LatePerson {
     }
 
     fn get_info(&self) -> ClientConfig {
-        Person {
-            answer: ElicitationAction::Accept,
-            asked: Arc::default(),
-        }
-        .get_info()
+        person_info()
     }
 }
 

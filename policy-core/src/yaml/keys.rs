@@ -228,7 +228,7 @@ where
             // boolean or a number to YAML 1.1 readers (PyYAML).
             Event::Scalar(text, ScalarStyle::Plain, ..) if text_only_here(text) => Some((
                 ProblemCode::InvalidValue,
-                "a boolean or a number to YAML 1.1 readers, text to YAML 1.2: quote it (or write true, false, a plain number)",
+                "a boolean or number to YAML 1.1 readers: quote it",
             )),
             _ => None,
         }
@@ -508,6 +508,10 @@ fn numbers(text: &str, out: &mut Vec<Meaning>) {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
+    // `_1`, `--1`: text to every reader.
+    if body.starts_with(['_', '+', '-']) {
+        return;
+    }
     let mut values: Vec<Meaning> = Vec::new();
     match body {
         ".inf" | ".Inf" | ".INF" => values.push(float(f64::INFINITY)),
@@ -558,7 +562,8 @@ fn numbers(text: &str, out: &mut Vec<Meaning>) {
 fn sexagesimal(digits: &str) -> Option<Meaning> {
     let mut parts = digits.split(':');
     let first = parts.next()?;
-    if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+    // YAML 1.1's base 60 starts with 1-9: `09:30` is text to PyYAML too.
+    if first.is_empty() || first.starts_with('0') || !first.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let mut whole: f64 = first.parse().ok()?;
@@ -704,7 +709,7 @@ mod tests {
                 "{text}"
             );
         }
-        let fine = "a: 'yes'\nb: \"no\"\nc: true\nd: 1_000\ne: x:y\nf: 12:75\ng: yess\n";
+        let fine = "a: 'yes'\nb: \"no\"\nc: true\nd: 1_000\ne: x:y\nf: 12:75\ng: yess\nh: 09:30\ni: _1\nj: --1\n";
         assert!(check(fine).is_ok(), "{fine}");
     }
 
