@@ -135,7 +135,6 @@ const OS_ERRORS = /** @type {Record<string, string>} */ ({
   EISDIR: 'Is a directory (os error 21)',
 });
 
-/** Reads a file as UTF-8 text; failures as the Rust CLI reports them (exit 2: an input could not be read). */
 /**
  * How many bytes of `bytes` are well-formed UTF-8 before the first that is
  * not (RFC 3629: no overlong form, surrogate or code point past U+10FFFF),
@@ -159,9 +158,10 @@ function validUtf8Prefix(bytes) {
 }
 
 /**
- * A file's text. Bytes that are not UTF-8 are refused where they start, as a
- * load error of `origin` (docs/spec.md §7: a code and a position), as the
- * Rust and Python CLIs say it.
+ * A file's text; failures as the Rust CLI reports them (exit 2: an input
+ * could not be read). Bytes that are not UTF-8 are refused where they start,
+ * as a load error of `origin` (docs/spec.md §7: a code and a position), as
+ * the Rust and Python CLIs say it.
  * @param {string} path @param {'POLICY' | 'CATALOG'} origin
  */
 function readText(path, origin) {
