@@ -427,9 +427,10 @@ fn fault(message: &str) -> ErrorData {
     )
 }
 
-/// The largest arguments (their JSON text) a person is asked to approve, on
-/// every channel (an elicitation, an MCP 2026-07-28 input request, the
-/// gateway's approval page): a person cannot check more, and a payload
+/// The largest arguments a person is asked to approve, on every channel (an
+/// elicitation, an MCP 2026-07-28 input request, the gateway's approval
+/// page), measured on their JSON as that channel holds it (indented in a
+/// question, compact on a page): a person cannot check more, and a payload
 /// hidden past the first screen would be approved unread (review 25: a
 /// 300 KB prompt was accepted). A larger call needing confirmation is not
 /// asked about, and so not run.
