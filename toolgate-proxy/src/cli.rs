@@ -1113,6 +1113,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
         owners: owners.clone(),
         body_wait: crate::http::BODY_WAIT,
         large: crate::http::large_messages(),
+        health: config.metrics.clone(),
     });
     let scheme = if tls.is_some() { "https" } else { "http" };
     let pages = with_pages.then(|| approve_router(&config, (local, allowed_hosts), public, scheme));

@@ -73,6 +73,11 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
         true,
     ),
     (
+        "SHUTTING_DOWN",
+        "an `initialize` over HTTP while a stop drains (HTTP 503, `Retry-After`); no session was opened (requests on open sessions are still served until `--shutdown-grace` ends)",
+        true,
+    ),
+    (
         "UNKNOWN_TASK",
         "a `tasks/get`, `tasks/update` or `tasks/cancel` naming a task the upstream did not start for this caller on this session through the gateway (`-32602`; another caller's task is answered the same as none)",
         false,

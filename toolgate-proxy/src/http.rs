@@ -38,6 +38,8 @@ pub struct GateState {
     pub per_caller: Option<Arc<CallerLoad>>,
     /// The JSON values of large messages being handled ([`large_messages`]).
     pub large: Arc<tokio::sync::Semaphore>,
+    /// Whether a stop is draining (no new session is opened then).
+    pub health: Arc<crate::metrics::Metrics>,
 }
 
 /// A message of more than this many JSON values is large: its handling
@@ -271,6 +273,25 @@ fn gateway_busy(id: Option<&rmcp::model::RequestId>) -> Response {
     response
 }
 
+/// The answer to an `initialize` while a stop drains: `503` with
+/// `Retry-After` and a JSON-RPC error `SHUTTING_DOWN`. A session opened now
+/// would be ended within `--shutdown-grace`, with whatever its client had
+/// begun; refused, the client opens it on another replica (or on this one
+/// once restarted). Requests on open sessions, and MCP 2026-07-28 requests,
+/// which open none, are still served while the drain lasts.
+fn shutting_down(id: &rmcp::model::RequestId) -> Response {
+    let error = rmcp::model::ErrorData::new(
+        ErrorCode(TOO_MANY_CODE),
+        "toolgate proxy: the gateway is stopping and opens no new session; try again shortly",
+        Some(serde_json::json!({ "toolgate": "SHUTTING_DOWN" })),
+    );
+    let mut response = json(StatusCode::SERVICE_UNAVAILABLE, &gate::error_message(Some(id), &error));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+    response
+}
+
 /// JSON-RPC's first implementation-defined server error.
 const TOO_MANY_CODE: i32 = -32000;
 
@@ -406,6 +427,10 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
             // answer says the session's id (or that none was opened).
             let _opening = match (&*message, &session) {
                 (JsonRpcMessage::Request(r), None) if matches!(r.request, ClientRequest::InitializeRequest(_)) => {
+                    if state.health.is_draining() {
+                        tracing::info!(subject, "an initialize was refused: the gateway is stopping");
+                        return shutting_down(&r.id);
+                    }
                     match state.owners.open(&subject).await {
                         Ok(opening) => Some(opening),
                         Err(full) => {
@@ -552,12 +577,13 @@ mod tests {
     /// a loopback port; raw HTTP/1.1 on a socket, so a body can be sent
     /// without end or not at all.
     async fn gated(body_wait: std::time::Duration) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
-        gated_with(body_wait, large_messages()).await
+        gated_with(body_wait, large_messages(), Arc::default()).await
     }
 
     async fn gated_with(
         body_wait: std::time::Duration,
         large: Arc<tokio::sync::Semaphore>,
+        health: Arc<crate::metrics::Metrics>,
     ) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
         use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
         let reached = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -577,6 +603,7 @@ mod tests {
             )),
             body_wait,
             large,
+            health,
         });
         let router = axum::Router::new()
             .route(
@@ -648,7 +675,7 @@ mod tests {
     #[tokio::test]
     async fn large_messages_share_a_budget_and_one_that_does_not_fit_is_answered_at_once() {
         let large = large_messages();
-        let (addr, reached) = gated_with(BODY_WAIT, large.clone()).await;
+        let (addr, reached) = gated_with(BODY_WAIT, large.clone(), Arc::default()).await;
         let post = |values: usize| {
             let body = format!(
                 r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"t","arguments":{{"a":[{}]}}}}}}"#,
@@ -685,6 +712,31 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert_eq!(large.available_permits(), LARGE_VALUES_IN_FLIGHT);
+    }
+
+    /// Once a stop drains, an `initialize` is answered `503 SHUTTING_DOWN`
+    /// and opens nothing; before it, the same message reaches the session.
+    #[tokio::test]
+    async fn a_draining_gateway_opens_no_new_session() {
+        let health = Arc::new(crate::metrics::Metrics::new());
+        let (addr, reached) = gated_with(BODY_WAIT, large_messages(), health.clone()).await;
+        let body = r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let post = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let before = answer_to(addr, &post, None).await;
+        assert!(before.starts_with("HTTP/1.1 200"), "{before}");
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 1);
+        health.drain();
+        let refused = answer_to(addr, &post, None).await;
+        assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+        assert!(
+            refused.contains("SHUTTING_DOWN") && refused.contains(r#""id":7"#),
+            "{refused}"
+        );
+        assert!(refused.to_ascii_lowercase().contains("retry-after: 1"), "{refused}");
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

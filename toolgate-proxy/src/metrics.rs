@@ -264,6 +264,10 @@ impl Metrics {
         self.ready.store(false, Ordering::SeqCst);
     }
 
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }

@@ -1554,7 +1554,7 @@ async def graceful_stop():
     in flight: /readyz turns 503, the call finishes, the gateway exits."""
     log = TMP / "stop-upstream.jsonl"
     gw = Gateway("stop", "--shutdown-grace", 10, upstream_args=upstream_cmd(log, TMP / "notes-stop"))
-    result, ready, ready_after_late, exited_in = None, None, None, None
+    result, ready, ready_after_late, exited_in, late_refused = None, None, None, None, None
     try:
         async with mcp_client(gw.url, mode="legacy") as c:
             slow = asyncio.create_task(c.call_tool("slow", {"seconds": 2, "tag": "drain"}))
@@ -1564,10 +1564,24 @@ async def graceful_stop():
             await asyncio.sleep(0.3)
             async with http_client() as http:
                 ready = (await http.get(gw.base + "/readyz")).status_code
-                # A session that opens (and loads its catalog) during the
-                # drain does not make the replica ready again.
-                async with mcp_client(gw.url, mode="legacy") as late:
-                    await late.list_tools()
+                # A session would be ended within the grace: none opens
+                # during the drain (the client opens it on another replica).
+                late = await http.post(
+                    gw.url,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": "2025-06-18",
+                            "capabilities": {},
+                            "clientInfo": {"name": "late", "version": "1"},
+                        },
+                    },
+                    headers={"Accept": "application/json, text/event-stream"},
+                )
+                late_code = rpc_message(late).get("error", {}).get("data", {}).get("toolgate")
+                late_refused = (late.status_code, late_code, late.headers.get("retry-after"))
                 ready_after_late = (await http.get(gw.base + "/readyz")).status_code
             result = await slow
             if await wait_for(lambda: gw.proc.poll() is not None, 10):
@@ -1575,7 +1589,12 @@ async def graceful_stop():
     except Exception as e:  # the client's own goodbye may find the server gone
         result = result or error_text(e)
     check("SIGTERM: /readyz answers 503 while the calls in flight finish", ready == 503, ready)
-    check("...and stays 503 when a session opens during the drain", ready_after_late == 503, ready_after_late)
+    check(
+        "...an initialize during the drain is answered 503 SHUTTING_DOWN with Retry-After",
+        late_refused == (503, "SHUTTING_DOWN", "1"),
+        late_refused,
+    )
+    check("...and /readyz stays 503", ready_after_late == 503, ready_after_late)
     check(
         "...the call in flight completes",
         result is not None
