@@ -596,12 +596,19 @@ fn relay_request<P: serde::Serialize>(method: &str, params: &P) -> Result<Client
 struct Failure {
     error: ErrorData,
     code: Option<&'static str>,
+    /// Whether the request went upstream (a `tools/call`'s audit line says
+    /// `upstream_failed` if so, `not_sent` if not).
+    sent: bool,
 }
 
 impl Failure {
     /// A failure that is an answer (the gateway's or the upstream's own).
     fn answer(error: ErrorData) -> Failure {
-        Failure { error, code: None }
+        Failure {
+            error,
+            code: None,
+            sent: true,
+        }
     }
 }
 
@@ -1110,6 +1117,7 @@ impl SessionState {
         Failure {
             error: internal(message, code),
             code: Some(code),
+            sent: true,
         }
     }
 
@@ -1215,6 +1223,19 @@ impl SessionState {
             // upstream's first progress notification can come back before
             // this task runs again (it was dropped, unmapped, under load).
             request.get_meta_mut().insert(CLIENT_PROGRESS_META.to_owned(), token);
+        }
+        // Withdrawn before it is sent (while it was decided, or while a
+        // person was asked and answered after the client gave up): not sent
+        // at all, whatever the request.
+        if ctx.ct.is_cancelled() {
+            return Err(Failure {
+                error: internal(
+                    format!("toolgate proxy: the client cancelled {method}; it was not sent"),
+                    "CANCELLED",
+                ),
+                code: Some("CANCELLED"),
+                sent: false,
+            });
         }
         let options = PeerRequestOptions::with_timeout(self.config.timeout).reset_timeout_on_progress();
         let started = std::time::Instant::now();
@@ -1605,15 +1626,6 @@ impl SessionState {
         // handshake path they are no part of the protocol.
         params.request_state = None;
         params.input_responses = None;
-        // Withdrawn while it was decided (a person's answer came after the
-        // client gave up on the call): not sent at all.
-        if ctx.ct.is_cancelled() {
-            self.audit(call.line(Some("CANCELLED"), "not_sent"));
-            return Err(internal(
-                "toolgate proxy: the client cancelled the call; it was not sent",
-                "CANCELLED",
-            ));
-        }
         let request = relay_request("tools/call", &params)?;
         match self.forward_failing(request, ctx).await {
             Ok(ServerResult::InputRequiredResult(_)) => {
@@ -1628,7 +1640,8 @@ impl SessionState {
             Ok(result) => Ok(result),
             Err(failure) => {
                 if let Some(code) = failure.code {
-                    self.audit(call.line(Some(code), "upstream_failed"));
+                    let outcome = if failure.sent { "upstream_failed" } else { "not_sent" };
+                    self.audit(call.line(Some(code), outcome));
                 }
                 Err(failure.error)
             }
