@@ -329,6 +329,43 @@ fn check_a_policy_alone_then_as_json() {
     assert_eq!(report["findings"][0]["line"], 4);
     assert_eq!(report["findings"][0]["severity"], "error");
 
+    // Bytes that are not UTF-8 are a finding with its code and position,
+    // as text and as JSON, in the policy and in the catalog.
+    let not_utf8 = dir.join("not-utf8.yaml");
+    std::fs::write(&not_utf8, b"version: 1\ntool_policies:\n  x\xff: {}\n").unwrap();
+    let not_utf8 = not_utf8.to_str().unwrap();
+    let out = run(&["check", "--policy", not_utf8], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{not_utf8}:3:4: error: not valid UTF-8 (POLICY_SYNTAX)\n")
+    );
+    for (flags, code, file) in [
+        (
+            ["--policy", not_utf8, "--catalog", &plans("catalog.json")],
+            "POLICY_SYNTAX",
+            not_utf8,
+        ),
+        (["--policy", good, "--catalog", not_utf8], "CATALOG_SYNTAX", not_utf8),
+    ] {
+        let out = run(&[&["check"][..], &flags, &["--format", "json"]].concat(), b"");
+        assert_eq!(out.status.code(), Some(1));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["loads"], false);
+        assert_eq!(report["errors"], 1);
+        let finding = &report["findings"][0];
+        assert_eq!(
+            (&finding["file"], &finding["line"], &finding["column"], &finding["code"]),
+            (
+                &serde_json::json!(file),
+                &serde_json::json!(3),
+                &serde_json::json!(4),
+                &serde_json::json!(code)
+            ),
+            "{report}"
+        );
+    }
+
     // An unreadable input is exit 2 (one line, each cause once), a usage error 64.
     let out = run(&["check", "--policy", &dir.join("missing.yaml").to_string_lossy()], b"");
     assert_eq!(out.status.code(), Some(2));

@@ -96,7 +96,7 @@ pub fn init(
 }
 
 pub fn pin(policy_path: &Path, upstream: Option<&str>, server: &[String], timeout: Duration) -> Result<ExitCode> {
-    let text = read_text(policy_path, Some("POLICY"))?;
+    let text = read_text(policy_path, Some("policy"))?;
     let (name, catalog) =
         toolgate_proxy::catalog::read_live(upstream, server, timeout)?.ok_or_else(|| anyhow!("no server named"))?;
     let engine = Engine::cached()?;

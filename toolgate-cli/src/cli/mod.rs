@@ -327,7 +327,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Prepare(args) => {
             let policy = read_policy(args.policy.as_deref())?;
-            let catalog = read_text(&args.catalog, Some("CATALOG"))?;
+            let catalog = read_text(&args.catalog, Some("catalog"))?;
             match toolgate::prepare_into(&args.out, policy.as_deref(), &catalog, args.native) {
                 Ok(files) => {
                     let mut out = std::io::stdout().lock();
@@ -387,25 +387,53 @@ fn one_line(error: &anyhow::Error) -> String {
 
 /// The policy file's text, when one is given.
 pub fn read_policy(path: Option<&Path>) -> Result<Option<String>> {
-    path.map(|p| read_text(p, Some("POLICY"))).transpose()
+    path.map(|p| read_text(p, Some("policy"))).transpose()
 }
 
-/// A file's text. Bytes that are not UTF-8 are refused where they start,
-/// as a load error of `origin` (`POLICY`, `CATALOG`) when the file is one
-/// (docs/spec.md §7: a code and a position); the Node and Python CLIs say
-/// the same.
-pub fn read_text(path: &Path, origin: Option<&str>) -> Result<String> {
+/// A file's text; bytes that are not UTF-8 are an error that says where
+/// they start (with a load error's code when the file is a policy or a
+/// catalog: [`file_text`]).
+pub fn read_text(path: &Path, origin: Option<&'static str>) -> Result<String> {
+    file_text(path, origin)?.map_err(|problem| {
+        let code = if problem.code.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", problem.code)
+        };
+        anyhow!(
+            "{}:{}:{}: {}{code}",
+            path.display(),
+            problem.line,
+            problem.column,
+            problem.message
+        )
+    })
+}
+
+/// A file's text, or, where its bytes stop being UTF-8, the load problem
+/// of `origin` (`policy`, `catalog`) it is (docs/spec.md §7: a code and a
+/// position; the Node and Python CLIs say the same). An error only when
+/// the file cannot be read.
+fn file_text(path: &Path, origin: Option<&'static str>) -> Result<Result<String, toolgate::Problem>> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    String::from_utf8(bytes).map_err(|e| {
+    Ok(String::from_utf8(bytes).map_err(|e| {
         let valid = e.as_bytes().get(..e.utf8_error().valid_up_to()).unwrap_or_default();
         let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
         let column = 1 + String::from_utf8_lossy(valid.get(line_start..).unwrap_or_default())
             .chars()
             .count();
-        let code = origin.map(|o| format!(" ({o}_SYNTAX)")).unwrap_or_default();
-        anyhow!("{}:{line}:{column}: not valid UTF-8{code}", path.display())
-    })
+        toolgate::Problem {
+            code: origin
+                .map(|o| format!("{}_SYNTAX", o.to_ascii_uppercase()))
+                .unwrap_or_default(),
+            message: "not valid UTF-8".to_owned(),
+            origin: origin.unwrap_or("input"),
+            path: String::new(),
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            column: u32::try_from(column).unwrap_or(u32::MAX),
+        }
+    }))
 }
 
 /// The file (or server) a problem's origin points to.
@@ -436,7 +464,7 @@ fn problem_text(problem: &toolgate::Problem) -> String {
 
 fn with_rules(args: &RulesArgs, f: impl FnOnce(&RuleSet, &Context) -> Result<ExitCode>) -> Result<ExitCode> {
     let policy = read_policy(args.policy.as_deref())?;
-    let catalog = read_text(&args.catalog, Some("CATALOG"))?;
+    let catalog = read_text(&args.catalog, Some("catalog"))?;
     let engine = match &args.prepared {
         Some(dir) => Engine::from_prepared_dir(dir, toolgate::Limits::default())?,
         None => Engine::cached()?,
@@ -502,18 +530,24 @@ const NO_CATALOG: &str = r#"{"tools":[]}"#;
 const NOT_IN_CATALOG: &str = "POLICY_TOOL_NOT_IN_CATALOG";
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {
-    let policy = read_text(&args.policy, Some("POLICY"))?;
+    let policy = file_text(&args.policy, Some("policy"))?;
     let (catalog_name, catalog) = match (&args.catalog, args.upstream.as_deref(), args.server.is_empty()) {
-        (Some(path), _, _) => (path.display().to_string(), read_text(path, Some("CATALOG"))?),
-        (None, None, true) => ("(no catalog)".to_owned(), NO_CATALOG.to_owned()),
+        (Some(path), _, _) => (path.display().to_string(), file_text(path, Some("catalog"))?),
+        (None, None, true) => ("(no catalog)".to_owned(), Ok(NO_CATALOG.to_owned())),
         (None, url, _) => {
             let timeout = std::time::Duration::from_secs(args.timeout.max(1));
-            toolgate_proxy::catalog::read_live(url, &args.server, timeout)?.ok_or_else(|| anyhow!("no server named"))?
+            let (name, text) = toolgate_proxy::catalog::read_live(url, &args.server, timeout)?
+                .ok_or_else(|| anyhow!("no server named"))?;
+            (name, Ok(text))
         }
     };
     let alone = args.catalog.is_none() && args.upstream.is_none() && args.server.is_empty();
-    let engine = Engine::cached()?;
-    let (findings, revision) = match engine.load(Some(&policy), &catalog) {
+    let loaded = match (policy, catalog) {
+        (Ok(policy), Ok(catalog)) => Engine::cached()?.load(Some(&policy), &catalog),
+        // A file that is not UTF-8 is a finding like any other load error.
+        (Err(problem), _) | (_, Err(problem)) => Err(Error::Load(problem)),
+    };
+    let (findings, revision) = match loaded {
         Ok(rules) => {
             let findings = rules
                 .findings()?

@@ -113,7 +113,7 @@ fn run_file(engine: &Engine, file: &Path) -> Result<Vec<Outcome>> {
     }
     let dir = file.parent().unwrap_or(Path::new("."));
     let policy = super::read_policy(spec.policy.as_ref().map(|p| dir.join(p)).as_deref())?;
-    let catalog = read_text(&dir.join(&spec.catalog), Some("CATALOG"))?;
+    let catalog = read_text(&dir.join(&spec.catalog), Some("catalog"))?;
     let rules = engine.load(policy.as_deref(), &catalog).map_err(|e| anyhow!("{e}"))?;
     Ok(spec
         .cases
