@@ -173,10 +173,13 @@ pub const CONTRADICTS_HINT: &str = "POLICY_CONTRADICTS_HINT";
 pub const PIN_MISMATCH: &str = "PIN_MISMATCH";
 /// A transactional tool runs without a person's confirmation.
 pub const TRANSACTIONAL_WITHOUT_CONFIRMATION: &str = "TRANSACTIONAL_WITHOUT_CONFIRMATION";
+/// A `requires` entry (or the idempotency key a tool is made to require)
+/// names an argument the tool's input schema does not declare.
+pub const REQUIRED_ARGUMENT_UNDECLARED: &str = "REQUIRED_ARGUMENT_UNDECLARED";
 
 /// Every code a [`Finding`] of `toolgate check` (and `findings()` in the
 /// SDKs) carries, with what it means: `(code, meaning)`.
-pub const FINDING_CODES: [(&str, &str); 4] = [
+pub const FINDING_CODES: [(&str, &str); 5] = [
     (
         TOOL_NOT_IN_CATALOG,
         "a `tool_policies` entry names a tool the catalog does not have (the entry does nothing)",
@@ -192,6 +195,10 @@ pub const FINDING_CODES: [(&str, &str); 4] = [
     (
         TRANSACTIONAL_WITHOUT_CONFIRMATION,
         "a transactional tool runs without a person's confirmation (`require_confirmation: false`)",
+    ),
+    (
+        REQUIRED_ARGUMENT_UNDECLARED,
+        "a `requires` entry, or the `idempotency_key` of `require_idempotency_key: true`, names an argument the tool's input schema does not declare: a typo, or a tool no call can run when its schema takes no other arguments (or it has none)",
     ),
 ];
 

@@ -29,6 +29,9 @@ pub struct Tool {
     /// Engine fields this tool's schema does not declare: ignored by
     /// validation and removed by hosts before forwarding.
     pub strip_fields: Vec<&'static str>,
+    /// Arguments the tool is made to require (`requires`, the idempotency
+    /// key) that its schema does not declare: a `check` finding.
+    pub undeclared_required: Vec<String>,
     /// This tool's `tools/list` entry, rendered once.
     pub list_entry: String,
 }
@@ -217,6 +220,16 @@ impl Rules {
                 .into_iter()
                 .filter(|f| !declares_property(schema, f))
                 .collect();
+            let declares_idempotency_key = declares_property(schema, IDEMPOTENCY_FIELD);
+            let key = (class.idempotency_key_required && !declares_idempotency_key).then_some(IDEMPOTENCY_FIELD);
+            let undeclared_required = class
+                .requires
+                .iter()
+                .map(String::as_str)
+                .filter(|name| !declares_property(schema, name))
+                .chain(key)
+                .map(str::to_owned)
+                .collect();
             let mut name_json = String::new();
             write_str(&mut name_json, &source.name);
             let list_entry = list_entry(&source, &class);
@@ -224,7 +237,8 @@ impl Rules {
                 name: source.name.clone(),
                 name_json,
                 class_members: decision::classification_members(&class),
-                declares_idempotency_key: declares_property(schema, IDEMPOTENCY_FIELD),
+                declares_idempotency_key,
+                undeclared_required,
                 class,
                 validator,
                 strip_fields,
@@ -348,28 +362,46 @@ impl Rules {
             }
         }
         for tool in &self.tools {
+            // Said at the tool's policy entry if it has one, else in the catalog.
+            let entry = policy.tool_policies.get(&tool.name);
+            let (line, column) = entry.map_or((tool.source.line, tool.source.column), |e| (e.line, e.column));
+            let warn = |code: &'static str, message: String| Finding {
+                severity: Severity::Warning,
+                code,
+                origin: if entry.is_some() {
+                    Origin::Policy
+                } else {
+                    Origin::Catalog
+                },
+                message,
+                path: match entry {
+                    Some(_) => format!("tool_policies.{}", tool.name),
+                    None => tool.source.path.clone(),
+                },
+                line,
+                column,
+            };
+            let shown = json::truncate_for_message(&tool.name);
             if tool.class.operation_type == OperationType::Transactional && !tool.class.confirmation_required {
-                let (line, column) = policy
-                    .tool_policies
-                    .get(&tool.name)
-                    .map_or((tool.source.line, tool.source.column), |e| (e.line, e.column));
-                out.push(Finding {
-                    severity: Severity::Warning,
-                    code: error::TRANSACTIONAL_WITHOUT_CONFIRMATION,
-                    origin: if policy.tool_policies.contains_key(&tool.name) {
-                        Origin::Policy
-                    } else {
-                        Origin::Catalog
-                    },
-                    message: format!(
-                        "`{}` is transactional ({}) and runs without confirmation",
-                        json::truncate_for_message(&tool.name),
+                out.push(warn(
+                    error::TRANSACTIONAL_WITHOUT_CONFIRMATION,
+                    format!(
+                        "`{shown}` is transactional ({}) and runs without confirmation",
                         tool.class.effect
                     ),
-                    path: tool.source.path.clone(),
-                    line,
-                    column,
-                });
+                ));
+            }
+            // A required argument its schema does not declare is most often
+            // a typo, and the tool cannot run when the schema takes no other
+            // arguments (or there is none): every call is BAD_REQUEST.
+            for argument in &tool.undeclared_required {
+                out.push(warn(
+                    error::REQUIRED_ARGUMENT_UNDECLARED,
+                    format!(
+                        "`{shown}` requires `{}`, which its input schema does not declare: unless the schema takes arguments it does not name, no call can pass it",
+                        json::truncate_for_message(argument)
+                    ),
+                ));
             }
         }
         out
@@ -477,6 +509,45 @@ mod tests {
                 assert!(mismatch.iter().all(|m| m.ends_with(&right)), "{mismatch:?}");
             }
         }
+    }
+
+    /// A required argument the schema does not declare is a finding at the
+    /// entry that requires it, whether the schema is open, closed or absent;
+    /// a declared one, through `$ref` too, is not.
+    #[test]
+    fn a_required_argument_the_schema_does_not_declare_is_a_finding() {
+        let catalog = r##"{"tools":[
+            {"name":"none"},
+            {"name":"open","inputSchema":{"type":"object","properties":{"z":{}}}},
+            {"name":"closed","inputSchema":{"type":"object","properties":{"z":{}},"additionalProperties":false}},
+            {"name":"by_ref","inputSchema":{"type":"object","$ref":"#/$defs/a","$defs":{"a":{"properties":{"x":{},"idempotency_key":{}}}}}}
+        ]}"##;
+        let policy = "version: 1\ntool_policies:\n  none: {requires: [x]}\n  open: {requires: [x, z]}\n  closed: {require_idempotency_key: true}\n  by_ref: {requires: [x], require_idempotency_key: true}\n";
+        let rules = Rules::load(Some(policy), catalog).unwrap_or_else(|p| panic!("{p}"));
+        let found: Vec<(String, u32, String)> = rules
+            .findings()
+            .into_iter()
+            .filter(|f| f.code == error::REQUIRED_ARGUMENT_UNDECLARED)
+            .map(|f| (f.message, f.line, f.path))
+            .collect();
+        let said = |tool: &str, argument: &str, line: u32| {
+            (
+                format!(
+                    "`{tool}` requires `{argument}`, which its input schema does not declare: unless the schema takes arguments it does not name, no call can pass it"
+                ),
+                line,
+                format!("tool_policies.{tool}"),
+            )
+        };
+        let mut want = vec![
+            said("none", "x", 3),
+            said("open", "x", 4),
+            said("closed", "idempotency_key", 5),
+        ];
+        want.sort();
+        let mut found = found;
+        found.sort();
+        assert_eq!(found, want);
     }
 
     #[test]
