@@ -369,12 +369,16 @@ fn origin_allowed(headers: &HeaderMap) -> bool {
     origin == format!("http://{host}") || origin == format!("https://{host}")
 }
 
+/// A person's act on the page (`shown`, `approved`, `denied`, `expired`):
+/// not a decision, so the line keeps the decision the page is about (the
+/// engine's `CONFIRMATION_REQUIRED`) and says `outcome: "page"`. An
+/// `approved` line said `allowed` though nothing ran, and consumers that
+/// counted allowed decisions counted each approved call twice (review 28).
 fn audit(served: &Served, pending: &Pending, event: &str) {
     if let Some(audit) = &served.config.audit {
-        let code = (event != "approved").then_some("CONFIRMATION_REQUIRED");
         audit.write(&Record {
             tool: &pending.tool,
-            code,
+            code: Some("CONFIRMATION_REQUIRED"),
             revision: &pending.revision,
             surface: &pending.surface,
             confirmation: Some("approval"),
@@ -382,7 +386,7 @@ fn audit(served: &Served, pending: &Pending, event: &str) {
             approval: Some(&pending.id),
             digest: Some(&pending.digest),
             event: Some(event),
-            outcome: event,
+            outcome: "page",
             arguments: Some(&pending.arguments),
             caller: &pending.caller,
             would_block: false,

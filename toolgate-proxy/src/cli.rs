@@ -174,11 +174,11 @@ pub struct ProxyArgs {
     /// `TOO_MANY_SESSIONS`; a closed or expired session frees its place.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_sessions: u32,
-    /// With `--auth`: how many of those one subject may hold at once (without
-    /// `--auth` callers cannot be told apart, and only `--max-sessions`
-    /// applies).
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_sessions_per_caller: u32,
+    /// With `--auth`: how many of those one subject may hold at once
+    /// (default 16; refused without `--auth`, where callers cannot be told
+    /// apart and only `--max-sessions` applies).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_sessions_per_caller: Option<u32>,
     /// `--listen`: a handshake-era session whose client has sent nothing for
     /// this long, with no request or GET stream of its still open, is
     /// closed and frees its place (messages its upstream sends do not count).
@@ -188,9 +188,9 @@ pub struct ProxyArgs {
     /// `--listen` with `--auth`: how many requests one subject may have in
     /// flight at once, over every session and the shared 2026-07-28 one,
     /// open GET streams included. A request past it is answered 429
-    /// `TOO_MANY_REQUESTS`.
-    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_in_flight_per_caller: u32,
+    /// `TOO_MANY_REQUESTS`. (Default 64; refused without `--auth`.)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_in_flight_per_caller: Option<u32>,
     /// `--listen`: on SIGTERM or Ctrl-C, `/readyz` answers 503 and the
     /// requests in flight get this many seconds to finish; then the open
     /// streams and sessions are ended and the gateway exits.
@@ -244,7 +244,7 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "FILE", requires = "upstream_cert")]
     pub upstream_key: Option<PathBuf>,
     /// A header sent with every request to the upstream, `'Name: value'`;
-    /// a value written `${VAR}` is read from the environment. Repeatable.
+    /// each `${VAR}` in a value is read from the environment. Repeatable.
     /// Values are never printed.
     #[arg(long = "upstream-header", value_name = "'NAME: VALUE'", requires = "upstream")]
     pub upstream_headers: Vec<String>,
@@ -554,6 +554,21 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
                 given.join(", ")
             )));
         }
+        // Without a caller's identity a bound per caller bounds nothing: an
+        // operator who set one must not believe a shared upstream protected.
+        let per_caller: Vec<&str> = [
+            ("--max-sessions-per-caller", args.max_sessions_per_caller.is_some()),
+            ("--max-in-flight-per-caller", args.max_in_flight_per_caller.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+        if !per_caller.is_empty() {
+            return Err(ProxyError::Usage(format!(
+                "{} without --auth: callers cannot be told apart, so no bound per caller would apply; use --max-sessions, or add --auth",
+                per_caller.join(", ")
+            )));
+        }
     }
     // With --auth, a request without a caller is refused; the anonymous
     // caller then grants nothing, as a second line.
@@ -725,15 +740,19 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
                 allowed_hosts: &args.allow_hosts,
                 limits: SessionLimits {
                     total: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
-                    per_caller: (args.auth != AuthArg::None)
-                        .then(|| usize::try_from(args.max_sessions_per_caller).unwrap_or(usize::MAX)),
+                    per_caller: (args.auth != AuthArg::None).then(|| {
+                        usize::try_from(args.max_sessions_per_caller.unwrap_or(DEFAULT_SESSIONS_PER_CALLER))
+                            .unwrap_or(usize::MAX)
+                    }),
                 },
                 grace: Duration::from_secs(args.shutdown_grace),
                 session_idle: Duration::from_secs(args.session_idle),
                 connections: connection_limits,
                 tls: listen_tls,
-                in_flight_per_caller: (args.auth != AuthArg::None)
-                    .then(|| usize::try_from(args.max_in_flight_per_caller).unwrap_or(usize::MAX)),
+                in_flight_per_caller: (args.auth != AuthArg::None).then(|| {
+                    usize::try_from(args.max_in_flight_per_caller.unwrap_or(DEFAULT_IN_FLIGHT_PER_CALLER))
+                        .unwrap_or(usize::MAX)
+                }),
             };
             serve_http(config.clone(), addr, served).await
         }
@@ -1217,6 +1236,11 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
 /// the session to write the answers of the calls it cancelled, once their
 /// handlers have returned.
 const STDIO_ANSWER_WAIT: Duration = Duration::from_millis(50);
+
+/// `--max-sessions-per-caller` when not given (with `--auth`).
+const DEFAULT_SESSIONS_PER_CALLER: u32 = 16;
+/// `--max-in-flight-per-caller` when not given (with `--auth`).
+const DEFAULT_IN_FLIGHT_PER_CALLER: u32 = 64;
 
 /// How long the requests cancelled at the end of the grace have to be
 /// answered before the sessions end.

@@ -1897,8 +1897,10 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// An approval event about this call (link given, approval consumed).
+    /// An approval event about this call (link given, approval consumed):
+    /// each is a decision on the call, counted as the others are.
     fn record_approval(&self, code: Option<&str>, event: &str, id: &str, digest: &str, outcome: &str) {
+        self.state.config.metrics.decision(self.label, code);
         self.state.audit(Record {
             confirmation: Some("approval"),
             approval: Some(id),

@@ -335,6 +335,14 @@ pub async fn gate(State(state): State<Arc<GateState>>, request: Request, next: N
         return answer_after_body(request.into_body(), no_such_session()).await;
     }
     if request.method() == Method::DELETE {
+        // rmcp answers a DELETE of any id as done; one it does not have gets
+        // the 404 another caller's session gets, so a DELETE tells nothing
+        // of which ids are live (review 28).
+        if let Some(session) = &session
+            && !state.owners.is_open(session).await
+        {
+            return answer_after_body(request.into_body(), no_such_session()).await;
+        }
         let response = session_closed(next.run(request).await);
         if let Some(session) = &session
             && response.status().is_success()

@@ -59,7 +59,7 @@ pub struct Metrics {
     upstream_errors: Family<ReasonLabels, Counter>,
     connections: Family<ListenerLabels, Gauge>,
     header_timeouts: Counter,
-    tls_expiry: Gauge,
+    tls_expiry: Family<ListenerLabels, Gauge>,
     audit_write_failures: Counter,
     ready: AtomicBool,
     /// A stop is draining: not ready again, whatever loads meanwhile.
@@ -143,10 +143,13 @@ impl Metrics {
             "connections closed by --header-timeout: a request's headers did not arrive in time, or a kept-alive connection stayed idle that long",
             header_timeouts.clone(),
         );
-        let tls_expiry = Gauge::default();
+        // A family, so a gateway that serves no certificate publishes no
+        // sample (an unlabelled gauge read 0, which an expiry alert takes
+        // for a certificate long expired: review 28).
+        let tls_expiry = Family::<ListenerLabels, Gauge>::default();
         registry.register(
             "tls_certificate_expiry_timestamp_seconds",
-            "when the certificate --listen serves (--tls-cert) expires, in Unix seconds",
+            "when the certificate a listener serves (--listen with --tls-cert) expires, in Unix seconds; no sample without one",
             tls_expiry.clone(),
         );
         let audit_write_failures = Counter::default();
@@ -241,8 +244,10 @@ impl Metrics {
         self.connections.get_or_create(&ListenerLabels { listener }).dec();
     }
 
-    pub fn tls_certificate_expires(&self, unix_seconds: u64) {
-        self.tls_expiry.set(i64::try_from(unix_seconds).unwrap_or(i64::MAX));
+    pub fn tls_certificate_expires(&self, listener: &'static str, unix_seconds: u64) {
+        self.tls_expiry
+            .get_or_create(&ListenerLabels { listener })
+            .set(i64::try_from(unix_seconds).unwrap_or(i64::MAX));
     }
 
     pub fn header_timed_out(&self) {

@@ -144,25 +144,47 @@ fn client_identity(files: ClientCertificate<'_>) -> Result<reqwest::Identity, Pr
     })
 }
 
-/// `--upstream-header 'Name: value'`: a value written `${VAR}` is read from
-/// the environment (so a secret need not be on the command line); values are
-/// never printed.
+/// `--upstream-header 'Name: value'`: each `${VAR}` in a value is read from
+/// the environment (so a secret need not be on the command line:
+/// `Authorization: Bearer ${TOKEN}`); values are never printed.
 pub fn headers(specs: &[String]) -> Result<HashMap<HeaderName, HeaderValue>, ProxyError> {
     let mut map = HashMap::new();
     for spec in specs {
         let usage = |why: &str| ProxyError::Usage(format!("--upstream-header {:?}: {why}", name_of(spec)));
         let (name, value) = spec.split_once(':').ok_or_else(|| usage("write it as 'Name: value'"))?;
         let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| usage("not a header name"))?;
-        let value = value.trim();
-        let value = match value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
-            Some(var) => std::env::var(var).map_err(|_| usage(&format!("the environment has no {var}")))?,
-            None => value.to_owned(),
-        };
+        let value = from_environment(value.trim()).map_err(|why| usage(&why))?;
         let mut value = HeaderValue::from_str(&value).map_err(|_| usage("the value is not a valid header value"))?;
         value.set_sensitive(true);
         map.insert(name, value);
     }
     Ok(map)
+}
+
+/// `text` with each `${VAR}` replaced by the variable's value. A `${` that
+/// does not start a `${NAME}` (letters, digits, `_`) or names a variable
+/// that is unset is refused, never sent as written (review 28: a value
+/// with text around `${VAR}` went out literally, `Bearer ${TOK}`).
+fn from_environment(text: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let inner = from.get(2..).unwrap_or_default();
+        let name = inner
+            .split_once('}')
+            .map(|(name, _)| name)
+            .filter(|name| {
+                name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+            .ok_or("write a variable as ${NAME} (letters, digits and _)")?;
+        out.push_str(&std::env::var(name).map_err(|_| format!("the environment has no {name}"))?);
+        rest = inner.get(name.len() + 1..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// The header's name only, for messages.
@@ -239,6 +261,26 @@ mod tests {
         let path = std::env::var("PATH").unwrap();
         let got = headers(&["X-Path: ${PATH}".into()]).unwrap();
         assert_eq!(got[&HeaderName::from_static("x-path")], path.as_str());
+        // Anywhere in the value, as often as written.
+        let got = headers(&["Authorization: Bearer ${PATH}".into(), "X-Two: a${PATH}b${PATH}".into()]).unwrap();
+        assert_eq!(
+            got[&HeaderName::from_static("authorization")],
+            format!("Bearer {path}").as_str()
+        );
+        assert_eq!(
+            got[&HeaderName::from_static("x-two")],
+            format!("a{path}b{path}").as_str()
+        );
+        // Never sent as written: unset, unclosed, or not a name.
+        for refused in [
+            "Authorization: Bearer ${TOOLGATE_TEST_SURELY_UNSET}",
+            "X-Test: ${PATH",
+            "X-Test: ${}",
+            "X-Test: ${PA TH}",
+            "X-Test: ${1PATH}",
+        ] {
+            assert!(headers(&[refused.into()]).is_err(), "{refused}");
+        }
     }
 
     fn fixture(name: &str) -> std::path::PathBuf {

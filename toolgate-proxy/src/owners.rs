@@ -221,6 +221,11 @@ impl Owners {
     }
 
     /// Drops the sessions the session layer no longer has.
+    /// Whether the session layer has `session` open.
+    pub async fn is_open(&self, session: &str) -> bool {
+        self.sessions.sessions.read().await.keys().any(|id| &**id == session)
+    }
+
     async fn prune(&self) {
         let recorded: HashSet<String> = self.table().by_session.keys().cloned().collect();
         let live: HashSet<String> = self

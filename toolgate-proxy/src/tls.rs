@@ -164,7 +164,7 @@ fn serving(certified: &CertifiedKey, metrics: &Metrics) {
     let seconds = not_after
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    metrics.tls_certificate_expires(seconds);
+    metrics.tls_certificate_expires("mcp", seconds);
     match not_after.duration_since(SystemTime::now()) {
         Err(_) => tracing::error!("the TLS certificate of --listen has expired: clients will refuse it"),
         Ok(left) if left < EXPIRY_WARNING => tracing::warn!(

@@ -86,6 +86,9 @@ fn an_issuer_s_settings_without_auth_are_refused_not_ignored() {
         &["--introspection-url", "https://idp.example/introspect"][..],
         &["--introspection-cache", "5"][..],
         &["--jwks-max-age", "60"][..],
+        // Bounds per caller bound nothing where callers cannot be told apart.
+        &["--max-sessions-per-caller", "2"][..],
+        &["--max-in-flight-per-caller", "2"][..],
     ] {
         let out = Command::new(BIN)
             .args(["--listen", "127.0.0.1:0"])

@@ -108,9 +108,10 @@ async def main():
     Path(ARTIFACTS).mkdir(parents=True, exist_ok=True)
     shot = Path(ARTIFACTS) / "approval.png"
 
+    metrics_port = free_port()
     async with Browser() as browser:
         # 1. One stdio gateway (pages on a loopback port chosen at start).
-        async with await stdio_session(root, audit) as (read, write):
+        async with await stdio_session(root, audit, "--metrics", f"127.0.0.1:{metrics_port}") as (read, write):
             async with ClientSession(read, write) as s:
                 init = await s.initialize()
                 check("the client declares no elicitation", True, init)
@@ -160,6 +161,22 @@ async def main():
                 r = await s.call_tool("write_file", args)
                 check("retry after approve: the write runs", not r.isError, r)
                 check("...the file has exactly the content", target.exists() and target.read_text() == args["content"])
+                # The link and the approved retry are decisions like any
+                # other (review 28: the approval path was not counted).
+                _, _, exposition = http("GET", f"http://127.0.0.1:{metrics_port}/metrics")
+                counted = {
+                    code: count
+                    for code, count in re.findall(
+                        r'^toolgate_decisions_total\{[^}]*tool="write_file"[^}]*code="([A-Z_]+)"[^}]*\} (\d+)',
+                        exposition,
+                        re.M,
+                    )
+                }
+                check(
+                    "metrics: the link and the approved retry are counted decisions",
+                    counted == {"CONFIRMATION_REQUIRED": "1", "ALLOW": "1"},
+                    [x for x in exposition.splitlines() if "decisions_total" in x],
+                )
                 target.unlink(missing_ok=True)
                 r = await s.call_tool("write_file", args)
                 check(
@@ -404,6 +421,12 @@ async def main():
         "audit: link, shown, approved, denied, expired and consumed events",
         {"link", "shown", "approved", "denied", "expired", "consumed"} <= events,
         events,
+    )
+    page = [x for x in lines if x.get("event") in {"shown", "approved", "denied", "expired"}]
+    check(
+        "audit: a person's acts on the page are page lines about the blocked decision, never allowed",
+        page and all((x["outcome"], x["decision"], x["code"]) == ("page", "blocked", "CONFIRMATION_REQUIRED") for x in page),
+        page[:4],
     )
     check(
         "audit: approval lines carry the digest and id",

@@ -588,6 +588,15 @@ async def session_owner(gw, alice, bob):
         )
         d_alice = await http.delete(gw.url, headers=on(alice))
         check("alice closes her own session", d_alice.status_code == 200, d_alice.status_code)
+        # A DELETE tells nothing of which ids are live: a closed or unknown
+        # one gets the 404 another caller's session gets (review 28: 200).
+        again = await http.delete(gw.url, headers=on(alice))
+        unknown = await http.delete(gw.url, headers={**on(bob), "Mcp-Session-Id": "no-such-session"})
+        check(
+            "a DELETE of a closed or an unknown session: 404, as another caller's",
+            (again.status_code, unknown.status_code) == (404, 404),
+            (again.status_code, unknown.status_code),
+        )
 
 
 async def jwks_max_age():
@@ -2418,6 +2427,11 @@ async def metrics():
     async with http_client() as http:
         r = await http.get(mbase + "/metrics")
     text = r.text
+    check(
+        "no TLS, no certificate expiry sample (a 0 would fire an expiry alert)",
+        metric_samples(text, "toolgate_tls_certificate_expiry_timestamp_seconds") == {},
+        [x for x in text.splitlines() if "expiry" in x],
+    )
     loads = metric_samples(text, "toolgate_rule_set_loads_total")
     check(
         "toolgate_rule_set_loads_total = 1: every session shares the one rule set",
@@ -3068,7 +3082,9 @@ async def listen_tls():
     async def expiry():
         async with http_client() as http:
             text = (await http.get(f"http://127.0.0.1:{mport}/metrics")).text
-        return metric_samples(text, "toolgate_tls_certificate_expiry_timestamp_seconds").get(frozenset())
+        return metric_samples(text, "toolgate_tls_certificate_expiry_timestamp_seconds").get(
+            frozenset({("listener", "mcp")})
+        )
 
     served = await expiry()
     check(
