@@ -423,9 +423,10 @@ async def main():
         events,
     )
     page = [x for x in lines if x.get("event") in {"shown", "approved", "denied", "expired"}]
+    page_code = "CONFIRMATION_REQUIRED"
     check(
         "audit: a person's acts on the page are page lines about the blocked decision, never allowed",
-        page and all((x["outcome"], x["decision"], x["code"]) == ("page", "blocked", "CONFIRMATION_REQUIRED") for x in page),
+        page and all((x["outcome"], x["decision"], x["code"]) == ("page", "blocked", page_code) for x in page),
         page[:4],
     )
     check(
