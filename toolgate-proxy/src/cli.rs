@@ -497,6 +497,14 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         })?),
         None => None,
     };
+    if policy.is_none() {
+        // spec §2: without a policy the server's hints decide both ways; an
+        // operator putting the gateway in front of a server they do not
+        // trust must know its word is taken (review 28).
+        eprintln!(
+            "toolgate proxy: no --policy: the server's own annotations decide (a tool it marks readOnlyHint: true runs without confirmation); `toolgate init` writes a policy that does not take its word"
+        );
+    }
     let engine = Engine::cached().map_err(|e| ProxyError::Engine(Box::new(e)))?;
     if let (Some(text), Some(path)) = (&policy, &args.policy) {
         // Policy errors are start-up errors, not per-call surprises.

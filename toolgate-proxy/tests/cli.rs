@@ -17,6 +17,26 @@ fn no_upstream_is_a_usage_error() {
     assert!(err.contains("no upstream"), "{err}");
 }
 
+/// Without a policy the server's hints decide: said at start, and only then.
+#[test]
+fn a_gateway_without_a_policy_says_the_server_s_hints_decide() {
+    let dir = std::env::temp_dir().join(format!("toolgate-proxy-nopolicy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(&policy, "version: 1\n").unwrap();
+    let said = |flags: &[&std::ffi::OsStr]| {
+        let out = Command::new(BIN)
+            .args(flags)
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).contains("no --policy: the server's own annotations decide")
+    };
+    assert!(said(&[]));
+    assert!(!said(&["--policy".as_ref(), policy.as_os_str()]));
+}
+
 #[test]
 fn a_bad_policy_fails_at_start_with_its_position() {
     let dir = std::env::temp_dir().join(format!("toolgate-proxy-cli-{}", std::process::id()));
