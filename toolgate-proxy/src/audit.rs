@@ -171,10 +171,7 @@ impl Write for RotatingFile {
             self.day = utc_day();
             if let Err(e) = self.rotate() {
                 // Lines keep going to the current file rather than nowhere.
-                eprintln!(
-                    "toolgate proxy: rotating the audit log {} failed: {e}",
-                    self.path.display()
-                );
+                say!(Warn, "rotating the audit log {} failed: {e}", self.path.display());
             }
         }
         let written = self.file.write(buf)?;
@@ -288,7 +285,7 @@ impl Audit {
         // An audit write failure must not turn into an allowed call or a
         // crash; it is reported on stderr.
         if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.flush()) {
-            eprintln!("toolgate proxy: could not write the audit log: {e}");
+            say!(Warn, "could not write the audit log: {e}");
             if let Some(failures) = &self.failures {
                 failures.inc();
             }

@@ -401,12 +401,15 @@ fn init_tracing(format: LogFormat) {
         .with_env_filter(filter);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Json => {
+            crate::say::as_json();
+            builder.json().try_init()
+        }
     };
 }
 
 fn fail(e: &ProxyError) -> ExitCode {
-    eprintln!("toolgate proxy: {e}");
+    say!(Error, "{e}");
     match e {
         ProxyError::Usage(_) => ExitCode::from(EXIT_USAGE),
         ProxyError::Policy { .. } | ProxyError::Read { .. } | ProxyError::Input(_) => ExitCode::from(EXIT_LOAD),
@@ -430,8 +433,9 @@ fn state_keys(args: &ProxyArgs) -> Result<KeyRing, ProxyError> {
         }
         _ => {
             let ring = KeyRing::ephemeral().map_err(|e| ProxyError::Usage(e.to_string()))?;
-            eprintln!(
-                "toolgate proxy: no TOOLGATE_STATE_SECRET or --state-secret-file: pending confirmations are sealed with a random key of this process (one replica; they do not survive a restart)"
+            say!(
+                Warn,
+                "no TOOLGATE_STATE_SECRET or --state-secret-file: pending confirmations are sealed with a random key of this process (one replica; they do not survive a restart)"
             );
             ring
         }
@@ -450,8 +454,9 @@ async fn sealing(args: &ProxyArgs) -> Result<Sealing, ProxyError> {
                 || std::env::var("TOOLGATE_STATE_SECRET").is_ok_and(|text| !text.trim().is_empty());
             let keys = state_keys(args)?;
             let keys = if configured {
-                eprintln!(
-                    "toolgate proxy: --store memory keeps redeemed confirmations in this process only, so a shared state secret would let another replica, or this one restarted, run a confirmation again: the secret is not used, pending confirmations are sealed with a random key of this process; give the replicas a shared --store redis://… with the secret"
+                say!(
+                    Warn,
+                    "--store memory keeps redeemed confirmations in this process only, so a shared state secret would let another replica, or this one restarted, run a confirmation again: the secret is not used, pending confirmations are sealed with a random key of this process; give the replicas a shared --store redis://… with the secret"
                 );
                 KeyRing::ephemeral().map_err(|e| ProxyError::Usage(e.to_string()))?
             } else {
@@ -501,8 +506,9 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         // spec §2: without a policy the server's hints decide both ways; an
         // operator putting the gateway in front of a server they do not
         // trust must know its word is taken (review 28).
-        eprintln!(
-            "toolgate proxy: no --policy: the server's own annotations decide (a tool it marks readOnlyHint: true runs without confirmation); `toolgate init` writes a policy that does not take its word"
+        say!(
+            Warn,
+            "no --policy: the server's own annotations decide (a tool it marks readOnlyHint: true runs without confirmation); `toolgate init` writes a policy that does not take its word"
         );
     }
     let engine = Engine::cached().map_err(|e| ProxyError::Engine(Box::new(e)))?;
@@ -587,18 +593,21 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
     };
     let context = Context::from_flags(args.surface.into(), scopes, args.allow.as_deref());
     if scopes.is_none() {
-        eprintln!(
-            "toolgate proxy: no --scopes and no --auth: the scopes a policy requires are not checked (every caller may call every exposed tool); give --scopes, or --auth with --listen"
+        say!(
+            Warn,
+            "no --scopes and no --auth: the scopes a policy requires are not checked (every caller may call every exposed tool); give --scopes, or --auth with --listen"
         );
     }
     if args.trust_model_confirmation {
-        eprintln!(
-            "toolgate proxy: --trust-model-confirmation: a model-written `confirmed: true` counts as a person's confirmation where the client cannot be asked"
+        say!(
+            Warn,
+            "--trust-model-confirmation: a model-written `confirmed: true` counts as a person's confirmation where the client cannot be asked"
         );
     }
     if args.mode == ModeArg::Shadow {
-        eprintln!(
-            "toolgate proxy: --mode shadow: every call is forwarded, blocked or not (audit lines say would_block); nothing is enforced"
+        say!(
+            Warn,
+            "--mode shadow: every call is forwarded, blocked or not (audit lines say would_block); nothing is enforced"
         );
     }
     let metrics: Arc<crate::metrics::Metrics> = Arc::default();
@@ -631,7 +640,7 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
 /// Reports a dropped client notification (it cannot be answered).
 fn drop_report() -> DropReport {
     Arc::new(|method: &str, why: &str| {
-        eprintln!("toolgate proxy: dropped a notification {method:?}: {why}");
+        say!(Warn, "dropped a notification {method:?}: {why}");
     })
 }
 
@@ -706,7 +715,7 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     if let Some(addr) = &args.metrics {
         let (listener, local) = bind(addr).await?;
         let mut router = crate::metrics::router(config.metrics.clone());
-        eprintln!("toolgate proxy: metrics at http://{local}/metrics");
+        say!(Info, "metrics at http://{local}/metrics");
         if local.ip().is_loopback() {
             // On loopback a web page that rebinds its own name to 127.0.0.1
             // could read every tool name (review 22): this machine's names
@@ -719,8 +728,9 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
             ));
         } else {
             // Not refused: a scraper on a private network is the usual set-up.
-            eprintln!(
-                "toolgate proxy: WARNING: --metrics {addr} is reachable beyond this machine without authentication, and its labels name every tool, hidden ones included: keep it on a network only the scraper reaches"
+            say!(
+                Warn,
+                "WARNING: --metrics {addr} is reachable beyond this machine without authentication, and its labels name every tool, hidden ones included: keep it on a network only the scraper reaches"
             );
         }
         serve_plain(("metrics", listener), router);
@@ -855,7 +865,7 @@ fn approve_router(
             format!("{scheme}://{ip}:{}", local.port())
         }
     };
-    eprintln!("toolgate proxy: approval pages at {base}/approve/");
+    say!(Info, "approval pages at {base}/approve/");
     let _ = config.approve.base.set(base);
     crate::approve::router(crate::approve::Served {
         config: config.clone(),
@@ -966,8 +976,9 @@ async fn check_exposure(args: &ProxyArgs, addr: &str) -> Result<(), ProxyError> 
             "--listen {addr} is reachable beyond this machine and no caller is authenticated: add --auth jwt (with --jwks, --issuer, --audience), listen on 127.0.0.1, or say --insecure-listen"
         )));
     }
-    eprintln!(
-        "toolgate proxy: WARNING: --insecure-listen: {addr} accepts tool calls from anyone who can reach it, with no authentication"
+    say!(
+        Warn,
+        "WARNING: --insecure-listen: {addr} accepts tool calls from anyone who can reach it, with no authentication"
     );
     Ok(())
 }
@@ -1197,7 +1208,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
     if let Some(pages) = pages {
         router = router.merge(pages);
     }
-    eprintln!("toolgate proxy: listening on {scheme}://{local}/mcp");
+    say!(Info, "listening on {scheme}://{local}/mcp");
     // A stop drains: not ready (a load balancer sends no more), the
     // requests in flight finish within the grace, then the open streams and
     // sessions end (a client's GET stream would hold the server forever),
@@ -1208,8 +1219,9 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
             shutdown_signal().await;
             readiness.drain();
             let in_flight = busy.load(std::sync::atomic::Ordering::SeqCst);
-            eprintln!(
-                "toolgate proxy: stopping: {in_flight} request(s) in flight get {} s to finish",
+            say!(
+                Info,
+                "stopping: {in_flight} request(s) in flight get {} s to finish",
                 grace.as_secs()
             );
             let deadline = tokio::time::Instant::now() + grace;
@@ -1234,7 +1246,7 @@ async fn serve_http(config: Arc<Config>, addr: &str, served: Served<'_>) -> Resu
             stop.cancelled().await;
             tokio::time::sleep(STOP_AFTER_DRAIN).await;
         } => {
-            eprintln!("toolgate proxy: connections still open after the grace: stopping anyway");
+            say!(Warn, "connections still open after the grace: stopping anyway");
             Ok(())
         }
     }

@@ -824,7 +824,7 @@ impl SessionState {
                 Err(e) => {
                     // It loaded alone but not over this catalog (a pin, a
                     // schema): the rules in force stay, as for a bad file.
-                    eprintln!("toolgate proxy: {}; the previous rules stay in force", e.message);
+                    say!(Warn, "{}; the previous rules stay in force", e.message);
                     let kept = Arc::new(Rules {
                         generation: policy.generation,
                         set: rules.set.clone(),
@@ -918,6 +918,11 @@ impl SessionState {
         if !first {
             return;
         }
+        say!(
+            Info,
+            "rules loaded over the upstream's catalog: audit lines decided by them carry policy_revision {}",
+            set.revision()
+        );
         match set.findings() {
             Ok(findings) => {
                 // One line a tool would bury the log under a large catalog
@@ -962,7 +967,7 @@ impl SessionState {
         match self.loaded(self.load_rules(unknown).await) {
             Ok(rules) => *slot = Some(Arc::new(rules)),
             Err(e) => {
-                eprintln!("toolgate proxy: reloading the catalog failed: {}", e.message);
+                say!(Warn, "reloading the catalog failed: {}", e.message);
                 *slot = None;
             }
         }
@@ -2096,7 +2101,7 @@ impl ServerHandler for Gateway {
             let result = from_json(initialize_info(&up.info))?;
             // Read the catalog now; a failure is retried on first use.
             if let Err(e) = state.rules().await {
-                eprintln!("toolgate proxy: reading the upstream's tools failed: {}", e.message);
+                say!(Warn, "reading the upstream's tools failed: {}", e.message);
             }
             Ok(result)
         }

@@ -9,6 +9,8 @@
 //! upstream's live catalog, and every `tools/call` is evaluated before it is
 //! forwarded.
 
+#[macro_use]
+mod say;
 pub mod approve;
 mod audit;
 pub mod auth;

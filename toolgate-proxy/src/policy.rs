@@ -92,8 +92,9 @@ pub fn watch(path: PathBuf, policy: Arc<Policy>, engine: Engine, metrics: Arc<Me
                     unreadable = unreadable.saturating_add(1);
                     if unreadable == UNREADABLE_POLLS {
                         metrics.reloaded(false);
-                        eprintln!(
-                            "toolgate proxy: {} cannot be read ({e}); the previous rules stay in force",
+                        say!(
+                            Warn,
+                            "{} cannot be read ({e}); the previous rules stay in force",
                             path.display()
                         );
                     }
@@ -112,33 +113,31 @@ pub fn watch(path: PathBuf, policy: Arc<Policy>, engine: Engine, metrics: Arc<Me
             seen.clone_from(&text);
             let engine = engine.clone();
             let candidate = text.clone();
-            let checked = tokio::task::spawn_blocking(move || {
-                engine
-                    .load(Some(&candidate), r#"{"tools":[]}"#)
-                    .map(|set| set.revision().to_owned())
-            })
-            .await;
+            let checked =
+                tokio::task::spawn_blocking(move || engine.load(Some(&candidate), r#"{"tools":[]}"#).map(|_| ())).await;
             match checked {
-                Ok(Ok(revision)) => {
+                // No revision here: a rule set's revision covers the policy
+                // and the catalog, so the one over no catalog is on no audit
+                // line (review 28); each rule set says its own when loaded.
+                Ok(Ok(())) => {
                     let generation = policy.replace(text);
                     metrics.reloaded(true);
-                    tracing::info!(policy = %path.display(), %revision, generation, "policy reloaded");
-                    eprintln!(
-                        "toolgate proxy: {} reloaded (policy revision {revision})",
+                    say!(
+                        Info,
+                        "{} reloaded: sessions decide by it from their next call (the revision their audit lines carry is said when its rules load)",
                         path.display()
                     );
+                    tracing::info!(policy = %path.display(), generation, "policy reloaded");
                 }
                 Ok(Err(e)) => {
                     metrics.reloaded(false);
-                    eprintln!(
-                        "toolgate proxy: {}; the previous rules stay in force",
-                        located(&path, &e)
-                    );
+                    say!(Warn, "{}; the previous rules stay in force", located(&path, &e));
                 }
                 Err(e) => {
                     metrics.reloaded(false);
-                    eprintln!(
-                        "toolgate proxy: checking {} failed: {e}; the previous rules stay in force",
+                    say!(
+                        Warn,
+                        "checking {} failed: {e}; the previous rules stay in force",
                         path.display()
                     );
                 }

@@ -37,6 +37,34 @@ fn a_gateway_without_a_policy_says_the_server_s_hints_decide() {
     assert!(!said(&["--policy".as_ref(), policy.as_os_str()]));
 }
 
+/// With `--log-format json` the gateway's own notices are JSON lines too
+/// (review 28: they came as plain text among the JSON logs).
+#[test]
+fn with_json_logs_every_line_on_stderr_is_json() {
+    let out = Command::new(BIN)
+        .args(["--log-format", "json", "--", "sh", "-c", "echo not json; exit 3"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}\n{err}")))
+        .collect();
+    let notice = lines
+        .iter()
+        .find(|line| {
+            line["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("no --policy"))
+        })
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(
+        (&notice["level"], &notice["target"]),
+        (&"WARN".into(), &"toolgate_proxy".into())
+    );
+}
+
 #[test]
 fn a_bad_policy_fails_at_start_with_its_position() {
     let dir = std::env::temp_dir().join(format!("toolgate-proxy-cli-{}", std::process::id()));

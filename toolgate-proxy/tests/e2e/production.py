@@ -1961,6 +1961,12 @@ async def watch():
             rev1 and rev2 and rev2 != rev1,
             (rev1, rev2),
         )
+        # Review 28: the reload's log named a revision no audit line carried.
+        check(
+            "...and the log says the revision the audit lines carry, for each rules loaded",
+            all(f"carry policy_revision {rev}" in gw.stderr() for rev in (rev1, rev2)),
+            gw.stderr()[-600:],
+        )
         listed = tool_names(await c.list_tools())
         check("...tools/list follows the new policy", "read_note" not in listed and "slow" in listed, listed)
 
