@@ -412,7 +412,11 @@ fn fail(e: &ProxyError) -> ExitCode {
     say!(Error, "{e}");
     match e {
         ProxyError::Usage(_) => ExitCode::from(EXIT_USAGE),
-        ProxyError::Policy { .. } | ProxyError::Read { .. } | ProxyError::Input(_) => ExitCode::from(EXIT_LOAD),
+        // An audit file that cannot be opened is named like an input: a
+        // start-up error to fix, not a gateway that stopped (review 28).
+        ProxyError::Policy { .. } | ProxyError::Read { .. } | ProxyError::Input(_) | ProxyError::Audit { .. } => {
+            ExitCode::from(EXIT_LOAD)
+        }
         _ => ExitCode::FAILURE,
     }
 }

@@ -37,6 +37,19 @@ fn a_gateway_without_a_policy_says_the_server_s_hints_decide() {
     assert!(!said(&["--policy".as_ref(), policy.as_os_str()]));
 }
 
+/// An audit file that cannot be opened is a start-up error naming it (exit
+/// 2, as an input that cannot be read), not a gateway that stopped (1).
+#[test]
+fn an_audit_file_that_cannot_be_opened_is_exit_2() {
+    let out = Command::new(BIN)
+        .args(["--audit", "/nonexistent-toolgate-dir/audit.jsonl", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent-toolgate-dir/audit.jsonl"));
+}
+
 /// With `--log-format json` the gateway's own notices are JSON lines too
 /// (review 28: they came as plain text among the JSON logs).
 #[test]

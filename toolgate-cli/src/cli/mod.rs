@@ -26,7 +26,7 @@ Exit codes (every command):
   1   the answer is no: `check` found an error (any finding with --strict), a `test` case failed, `eval --fail-on-deny` saw a denial,
       `pin` left a pin stale (held back until its entry is reviewed)
       (`proxy`: the gateway stopped on an error)
-  2   an input could not be read or loaded (policy, catalog, test file, server, `proxy`'s --store); the message names it,
+  2   an input could not be read or loaded (policy, catalog, test file, server, `proxy`'s --store or --audit file); the message names it,
       as FILE:LINE:COL where it has a position
   64  usage error (a flag or argument is wrong)
   141 the reader of its output went away (`toolgate demo | head`): nothing more is said
