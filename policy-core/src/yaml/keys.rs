@@ -313,6 +313,19 @@ where
             let key_at = Position::from(&key_span);
             let key = self.node(key_event, &key_span, depth + 1, true)?;
             if let Shape::Scalar(identity) = key {
+                // This reader keys by the text; YAML readers by the value
+                // (`0x1F:` is 31 to them, `1e3:` a float to one and text to
+                // another): quoted, a key is the same text to all. (A null
+                // key is the main parse's to refuse.)
+                if identity
+                    .iter()
+                    .any(|m| matches!(m, Meaning::Bool(_) | Meaning::Int(_) | Meaning::Float(_)))
+                {
+                    return Err(self.duplicate(
+                        key_at,
+                        "a mapping key that is a number or a boolean to YAML readers: quote it".to_owned(),
+                    ));
+                }
                 if let Some(first) = written.find(&identity) {
                     let message = if is_merge {
                         "a mapping has two merge keys (`<<`); readers disagree on which wins: merge a list `<<: [*a, *b]` instead".to_owned()
@@ -631,33 +644,45 @@ mod tests {
 
     #[test]
     fn keys_equal_after_resolution_are_refused() {
-        // (`yes`, `on`, `1:30`, text here and values to YAML 1.1, are refused
-        // before they can be a duplicate.)
+        // (`yes`, `on`, `1:30`, text here and values to YAML 1.1, and keys
+        // that are numbers or booleans, are refused before they can be a
+        // duplicate: what is left is text, quoted or not, and null.)
         for (a, b) in [
             ("\"yes\"", "\"yes\""),
-            ("true", "\"true\""),
-            ("1", "'1'"),
-            ("1", "0x1"),
-            ("1", "1.0"),
-            ("1", "+1"),
-            ("1", "0o1"),
-            ("1", "true"),
-            ("0", "false"),
-            ("1_000", "1000"),
+            ("\"true\"", "true"),
+            ("'1'", "1"),
+            ("'1'", "0x1"),
             ("~", "null"),
             ("~", "\"null\""),
             ("NULL", "Null"),
-            (".inf", ".Inf"),
-            (".inf", "Infinity"),
-            ("-.inf", "-.INF"),
-            (".nan", ".NaN"),
-            ("1e3", "1000"),
-            ("0.5", ".5"),
-            ("-0", "0"),
         ] {
             let text = format!("{a}: p\n{b}: q\n");
             assert_eq!(refused_at(&text), (2, 1), "{a} / {b}");
         }
+    }
+
+    /// This reader keys by the text, YAML readers by the value (`0x1F` is
+    /// 31 to them, `true` is Python's `True`): a key that is a number or a
+    /// boolean to any of them is refused where it is written, alias or not.
+    #[test]
+    fn a_key_that_is_a_number_or_a_boolean_is_refused_where_it_is() {
+        for (text, at) in [
+            ("1: p\n", (1, 1)),
+            ("0x1F: p\n", (1, 1)),
+            ("true: p\n", (1, 1)),
+            ("1e3: p\n", (1, 1)),
+            ("1.0: p\n", (1, 1)),
+            (".inf: p\n", (1, 1)),
+            (".nan: p\n", (1, 1)),
+            ("-0: p\n", (1, 1)),
+            ("x:\n  +1: p\n", (2, 3)),
+            ("x: {a: 1, 0o7: 2}\n", (1, 11)),
+            ("a: &n 5\n*n : b\n", (2, 1)),
+        ] {
+            assert_eq!(refused_at(text), at, "{text}");
+        }
+        let fine = "'1': p\n\"0x1F\": q\n'true': r\nv1: s\n1a: t\nx: 5\n";
+        assert!(check(fine).is_ok(), "{fine}");
     }
 
     /// What YAML readers read two ways is refused where it is written,
@@ -679,7 +704,7 @@ mod tests {
             ("c:\n  <<: 5\n", (2, 7)),
             ("a: &a {k: 1}\nc:\n  <<: [*a, 5]\n", (3, 12)),
             ("a: &a x\nc:\n  <<: *a\n", (3, 7)),
-            ("x:\n  true: 2\n  <<: {1: 1}\n", (3, 7)),
+            ("x:\n  ~: 2\n  <<: {null: 1}\n", (3, 7)),
         ] {
             assert_eq!(refused_at(text), at, "{text}");
         }
@@ -722,8 +747,8 @@ mod tests {
             ("a", "A"),
             ("alterar_plano", "alterar-plano"),
             ("v1", "v2"),
-            ("1", "2"),
-            ("0.1", "0.10001"),
+            ("'1'", "'2'"),
+            ("'0.1'", "'0.10001'"),
             ("x:y", "x"),
         ] {
             let text = format!("{a}: p\n{b}: q\n");
@@ -749,7 +774,7 @@ mod tests {
             (4, 12)
         );
         assert_eq!(
-            refused_at("p: &p {1: 1}\nq: &q {0x1: 2}\nx:\n  <<: [*p, *q]\n"),
+            refused_at("p: &p {~: 1}\nq: &q {null: 2}\nx:\n  <<: [*p, *q]\n"),
             (4, 12)
         );
         // The same anchor twice is one source.
@@ -782,7 +807,7 @@ mod tests {
 
     #[test]
     fn duplicates_the_main_parse_reports_without_a_position_get_one() {
-        let e = crate::yaml::parse("a: x\n1: a\n'1': b\n", Origin::Policy)
+        let e = crate::yaml::parse("a: x\n'1': a\n\"1\": b\n", Origin::Policy)
             .err()
             .unwrap_or_else(|| unreachable!());
         assert_eq!((e.code, e.line, e.column), (ProblemCode::Syntax, 3, 1));
