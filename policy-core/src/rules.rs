@@ -221,7 +221,11 @@ impl Rules {
                 .filter(|f| !declares_property(schema, f))
                 .collect();
             let declares_idempotency_key = declares_property(schema, IDEMPOTENCY_FIELD);
-            let key = (class.idempotency_key_required && !declares_idempotency_key).then_some(IDEMPOTENCY_FIELD);
+            // Once, though `requires` may name the key too.
+            let key = (class.idempotency_key_required
+                && !declares_idempotency_key
+                && !class.requires.iter().any(|r| r == IDEMPOTENCY_FIELD))
+            .then_some(IDEMPOTENCY_FIELD);
             let undeclared_required = class
                 .requires
                 .iter()
@@ -520,9 +524,10 @@ mod tests {
             {"name":"none"},
             {"name":"open","inputSchema":{"type":"object","properties":{"z":{}}}},
             {"name":"closed","inputSchema":{"type":"object","properties":{"z":{}},"additionalProperties":false}},
-            {"name":"by_ref","inputSchema":{"type":"object","$ref":"#/$defs/a","$defs":{"a":{"properties":{"x":{},"idempotency_key":{}}}}}}
+            {"name":"by_ref","inputSchema":{"type":"object","$ref":"#/$defs/a","$defs":{"a":{"properties":{"x":{},"idempotency_key":{}}}}}},
+            {"name":"twice","inputSchema":{"type":"object"}}
         ]}"##;
-        let policy = "version: 1\ntool_policies:\n  none: {requires: [x]}\n  open: {requires: [x, z]}\n  closed: {require_idempotency_key: true}\n  by_ref: {requires: [x], require_idempotency_key: true}\n";
+        let policy = "version: 1\ntool_policies:\n  none: {requires: [x]}\n  open: {requires: [x, z]}\n  closed: {require_idempotency_key: true}\n  by_ref: {requires: [x], require_idempotency_key: true}\n  twice: {requires: [idempotency_key], require_idempotency_key: true}\n";
         let rules = Rules::load(Some(policy), catalog).unwrap_or_else(|p| panic!("{p}"));
         let found: Vec<(String, u32, String)> = rules
             .findings()
@@ -543,6 +548,7 @@ mod tests {
             said("none", "x", 3),
             said("open", "x", 4),
             said("closed", "idempotency_key", 5),
+            said("twice", "idempotency_key", 7),
         ];
         want.sort();
         let mut found = found;

@@ -370,10 +370,10 @@ fn origin_allowed(headers: &HeaderMap) -> bool {
 }
 
 /// A person's act on the page (`shown`, `approved`, `denied`, `expired`):
-/// not a decision, so the line keeps the decision the page is about (the
-/// engine's `CONFIRMATION_REQUIRED`) and says `outcome: "page"`. An
-/// `approved` line said `allowed` though nothing ran, and consumers that
-/// counted allowed decisions counted each approved call twice (review 28).
+/// not a decision (`outcome: "page"`, `decision: null`), with the code of
+/// the decision the page is about. An `approved` line said `allowed`
+/// though nothing ran, and consumers that counted allowed decisions
+/// counted each approved call twice (review 28).
 fn audit(served: &Served, pending: &Pending, event: &str) {
     if let Some(audit) = &served.config.audit {
         audit.write(&Record {
@@ -386,7 +386,7 @@ fn audit(served: &Served, pending: &Pending, event: &str) {
             approval: Some(&pending.id),
             digest: Some(&pending.digest),
             event: Some(event),
-            outcome: "page",
+            outcome: crate::audit::PAGE,
             arguments: Some(&pending.arguments),
             caller: &pending.caller,
             would_block: false,

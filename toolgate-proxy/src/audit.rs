@@ -1,4 +1,5 @@
-//! The audit log: one JSON line per decision.
+//! The audit log: one JSON line per decision, and the approval page's
+//! lines about what a person did there ([`PAGE`]).
 
 use serde_json::{Map, Value};
 use std::io::Write;
@@ -7,6 +8,10 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::ProxyError;
+
+/// The `outcome` of the approval page's lines (`shown`, `approved`,
+/// `denied`, `expired`): not decisions, so they carry `decision: null`.
+pub const PAGE: &str = "page";
 
 /// Where audit lines go: a file, or any writer (tests, the gateway fuzz
 /// target).
@@ -243,10 +248,14 @@ impl Audit {
         // (`upstream_failed`, `not_sent`) has the host's code on its line, and
         // may have run; review 22 found consumers counting it as refused.
         let allowed = record.code.is_none() || matches!(record.outcome, "upstream_failed" | "not_sent");
-        line.insert(
-            "decision".into(),
-            Value::String(if allowed { "allowed" } else { "blocked" }.into()),
-        );
+        // A person's act on the approval page is no decision: counting
+        // lines by `decision` counts decisions only (review 29).
+        let decision = match record.outcome {
+            PAGE => Value::Null,
+            _ if allowed => Value::String("allowed".into()),
+            _ => Value::String("blocked".into()),
+        };
+        line.insert("decision".into(), decision);
         line.insert(
             "code".into(),
             record.code.map_or(Value::Null, |c| Value::String(c.to_owned())),

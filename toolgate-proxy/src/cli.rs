@@ -506,15 +506,6 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         })?),
         None => None,
     };
-    if policy.is_none() {
-        // spec §2: without a policy the server's hints decide both ways; an
-        // operator putting the gateway in front of a server they do not
-        // trust must know its word is taken (review 28).
-        say!(
-            Warn,
-            "no --policy: the server's own annotations decide (a tool it marks readOnlyHint: true runs without confirmation); `toolgate init` writes a policy that does not take its word"
-        );
-    }
     let engine = Engine::cached().map_err(|e| ProxyError::Engine(Box::new(e)))?;
     if let (Some(text), Some(path)) = (&policy, &args.policy) {
         // Policy errors are start-up errors, not per-call surprises.
@@ -596,6 +587,15 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
         args.scopes.as_deref()
     };
     let context = Context::from_flags(args.surface.into(), scopes, args.allow.as_deref());
+    if policy.is_none() {
+        // spec §2: without a policy the server's hints decide both ways; an
+        // operator putting the gateway in front of a server they do not
+        // trust must know its word is taken (review 28).
+        say!(
+            Warn,
+            "no --policy: the server's own annotations decide (a tool it marks readOnlyHint: true runs without confirmation); `toolgate init` writes a policy that does not take its word"
+        );
+    }
     if scopes.is_none() {
         say!(
             Warn,
@@ -746,6 +746,18 @@ async fn async_main(args: ProxyArgs) -> Result<(), ProxyError> {
     };
     if let Some(addr) = own_pages {
         let (listener, local) = bind(addr).await?;
+        let behind_tls = args
+            .approve_url
+            .as_deref()
+            .is_some_and(|url| url.starts_with("https://"));
+        if !local.ip().is_loopback() && !behind_tls {
+            // As for --metrics: the pages carry each pending call's tool and
+            // arguments, and a link is all it takes to approve one.
+            say!(
+                Warn,
+                "WARNING: --approve-listen {addr} serves the approval pages beyond this machine over plain HTTP: a link is all it takes to approve a call; serve them behind TLS (--approve-url https://…)"
+            );
+        }
         let router = approve_router(&config, (local, &args.allow_hosts), args.approve_url.as_deref(), "http");
         serve_plain(("approve", listener), router);
     }

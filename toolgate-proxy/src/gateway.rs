@@ -596,8 +596,9 @@ fn relay_request<P: serde::Serialize>(method: &str, params: &P) -> Result<Client
 struct Failure {
     error: ErrorData,
     code: Option<&'static str>,
-    /// Whether the request went upstream (a `tools/call`'s audit line says
-    /// `upstream_failed` if so, `not_sent` if not).
+    /// `false` only when the gateway knows the request did not go upstream
+    /// (a `tools/call`'s audit line then says `not_sent`, else
+    /// `upstream_failed`: it may have run).
     sent: bool,
 }
 
@@ -895,6 +896,13 @@ impl SessionState {
                 )
             })?;
         self.config.metrics.rule_set_loaded();
+        // Every load, a rollback to an earlier revision included (its
+        // findings are logged once per revision).
+        say!(
+            Info,
+            "rules loaded over the upstream's catalog: audit lines decided by them carry policy_revision {}",
+            set.revision()
+        );
         self.report_findings(&set);
         *shared = Some(SharedRules {
             policy,
@@ -918,11 +926,6 @@ impl SessionState {
         if !first {
             return;
         }
-        say!(
-            Info,
-            "rules loaded over the upstream's catalog: audit lines decided by them carry policy_revision {}",
-            set.revision()
-        );
         match set.findings() {
             Ok(findings) => {
                 // One line a tool would bury the log under a large catalog

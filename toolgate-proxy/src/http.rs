@@ -247,7 +247,7 @@ fn too_many_requests(id: &rmcp::model::RequestId) -> Response {
 /// `429` with `Retry-After` and a JSON-RPC error naming the gateway's `code`.
 fn too_many(id: &rmcp::model::RequestId, code: &str, message: &'static str, retry_after: &'static str) -> Response {
     let error = rmcp::model::ErrorData::new(
-        ErrorCode(TOO_MANY_CODE),
+        ErrorCode(SERVER_ERROR_CODE),
         message,
         Some(serde_json::json!({ "toolgate": code })),
     );
@@ -262,7 +262,7 @@ fn too_many(id: &rmcp::model::RequestId, code: &str, message: &'static str, retr
 /// `503` with `Retry-After`, and a JSON-RPC error `GATEWAY_BUSY`.
 fn gateway_busy(id: Option<&rmcp::model::RequestId>) -> Response {
     let error = rmcp::model::ErrorData::new(
-        ErrorCode(TOO_MANY_CODE),
+        ErrorCode(SERVER_ERROR_CODE),
         "toolgate proxy: the gateway is handling as many large messages as it takes at once; try again shortly",
         Some(serde_json::json!({ "toolgate": "GATEWAY_BUSY" })),
     );
@@ -281,7 +281,7 @@ fn gateway_busy(id: Option<&rmcp::model::RequestId>) -> Response {
 /// which open none, are still served while the drain lasts.
 fn shutting_down(id: &rmcp::model::RequestId) -> Response {
     let error = rmcp::model::ErrorData::new(
-        ErrorCode(TOO_MANY_CODE),
+        ErrorCode(SERVER_ERROR_CODE),
         "toolgate proxy: the gateway is stopping and opens no new session; try again shortly",
         Some(serde_json::json!({ "toolgate": "SHUTTING_DOWN" })),
     );
@@ -293,7 +293,7 @@ fn shutting_down(id: &rmcp::model::RequestId) -> Response {
 }
 
 /// JSON-RPC's first implementation-defined server error.
-const TOO_MANY_CODE: i32 = -32000;
+const SERVER_ERROR_CODE: i32 = -32000;
 
 fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
     headers

@@ -329,6 +329,18 @@ async fn readyz(State(metrics): State<Arc<Metrics>>) -> Response {
 mod tests {
     use super::*;
 
+    /// A drain is not undone by a catalog that loads during it (a 2026-07-28
+    /// request, a `list_changed` reload): the replica stays not ready.
+    #[test]
+    fn a_drain_stays_not_ready_whatever_loads() {
+        let m = Metrics::new();
+        m.set_ready(true);
+        assert!(m.is_ready() && !m.is_draining());
+        m.drain();
+        m.set_ready(true);
+        assert!(!m.is_ready() && m.is_draining());
+    }
+
     #[test]
     fn counts_by_tool_and_code() {
         let m = Metrics::new();

@@ -220,12 +220,12 @@ impl Owners {
         }
     }
 
-    /// Drops the sessions the session layer no longer has.
     /// Whether the session layer has `session` open.
     pub async fn is_open(&self, session: &str) -> bool {
-        self.sessions.sessions.read().await.keys().any(|id| &**id == session)
+        self.sessions.sessions.read().await.contains_key(session)
     }
 
+    /// Drops the sessions the session layer no longer has.
     async fn prune(&self) {
         let recorded: HashSet<String> = self.table().by_session.keys().cloned().collect();
         let live: HashSet<String> = self

@@ -422,11 +422,11 @@ async def main():
         {"link", "shown", "approved", "denied", "expired", "consumed"} <= events,
         events,
     )
-    page = [x for x in lines if x.get("event") in {"shown", "approved", "denied", "expired"}]
-    page_code = "CONFIRMATION_REQUIRED"
+    page = [x for x in lines if x.get("outcome") == "page"]
     check(
-        "audit: a person's acts on the page are page lines about the blocked decision, never allowed",
-        page and all((x["outcome"], x["decision"], x["code"]) == ("page", "blocked", page_code) for x in page),
+        "audit: a person's acts on the page are page lines, no decision (decision null), about the blocked call",
+        {x["event"] for x in page} == {"shown", "approved", "denied", "expired"}
+        and all((x["decision"], x["code"]) == (None, "CONFIRMATION_REQUIRED") for x in page),
         page[:4],
     )
     check(
