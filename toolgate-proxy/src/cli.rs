@@ -542,41 +542,42 @@ fn config(args: &ProxyArgs, sealing: Sealing, client: &reqwest::Client) -> Resul
     // caller served as anonymous: a dropped `--auth jwt` line must not turn
     // authentication (and with it every scope check) off without a word.
     if !authenticated {
-        let given: Vec<&str> = [
-            ("--jwks", args.jwks.is_some()),
-            ("--issuer", args.issuer.is_some()),
-            ("--audience", args.audience.is_some()),
-            ("--resource", args.resource.is_some()),
-            ("--require-scope", !args.require_scopes.is_empty()),
-            ("--introspection-url", args.introspection_url.is_some()),
-            ("--introspection-client-id", args.introspection_client_id.is_some()),
-            ("--introspection-secret-env", args.introspection_secret_env.is_some()),
-            ("--introspection-cache", args.introspection_cache.is_some()),
-            ("--jwks-max-age", args.jwks_max_age.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(flag, given)| given.then_some(flag))
-        .collect();
-        if !given.is_empty() {
-            return Err(ProxyError::Usage(format!(
-                "{} without --auth: no token would be checked and every caller would be anonymous; add --auth jwt or --auth introspection",
-                given.join(", ")
-            )));
-        }
-        // Without a caller's identity a bound per caller bounds nothing: an
-        // operator who set one must not believe a shared upstream protected.
-        let per_caller: Vec<&str> = [
-            ("--max-sessions-per-caller", args.max_sessions_per_caller.is_some()),
-            ("--max-in-flight-per-caller", args.max_in_flight_per_caller.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(flag, given)| given.then_some(flag))
-        .collect();
-        if !per_caller.is_empty() {
-            return Err(ProxyError::Usage(format!(
-                "{} without --auth: callers cannot be told apart, so no bound per caller would apply; use --max-sessions, or add --auth",
-                per_caller.join(", ")
-            )));
+        // (flags, why they mean nothing without --auth)
+        let needing_auth: [(&[(&str, bool)], &str); 2] = [
+            (
+                &[
+                    ("--jwks", args.jwks.is_some()),
+                    ("--issuer", args.issuer.is_some()),
+                    ("--audience", args.audience.is_some()),
+                    ("--resource", args.resource.is_some()),
+                    ("--require-scope", !args.require_scopes.is_empty()),
+                    ("--introspection-url", args.introspection_url.is_some()),
+                    ("--introspection-client-id", args.introspection_client_id.is_some()),
+                    ("--introspection-secret-env", args.introspection_secret_env.is_some()),
+                    ("--introspection-cache", args.introspection_cache.is_some()),
+                    ("--jwks-max-age", args.jwks_max_age.is_some()),
+                ],
+                "no token would be checked and every caller would be anonymous; add --auth jwt or --auth introspection",
+            ),
+            // Without a caller's identity a bound per caller bounds nothing:
+            // an operator who set one must not believe a shared upstream
+            // protected.
+            (
+                &[
+                    ("--max-sessions-per-caller", args.max_sessions_per_caller.is_some()),
+                    ("--max-in-flight-per-caller", args.max_in_flight_per_caller.is_some()),
+                ],
+                "callers cannot be told apart, so no bound per caller would apply; use --max-sessions, or add --auth",
+            ),
+        ];
+        for (flags, why) in needing_auth {
+            let given: Vec<&str> = flags
+                .iter()
+                .filter_map(|&(flag, given)| given.then_some(flag))
+                .collect();
+            if !given.is_empty() {
+                return Err(ProxyError::Usage(format!("{} without --auth: {why}", given.join(", "))));
+            }
         }
     }
     // With --auth, a request without a caller is refused; the anonymous
