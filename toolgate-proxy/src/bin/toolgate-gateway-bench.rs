@@ -35,9 +35,21 @@
 //!   there is no `/proc`) after the through leg's first warm-up, at the end
 //!   of its middle round and at its end: flat means the gateway does not
 //!   grow with the number of calls (nor with the sessions come and gone).
+//! - `cold gateway MS` / `cold gateway-direct MS` (with `--data DIR`, the
+//!   folder `bench gen` writes): a fresh `toolgate-proxy` process over stdio,
+//!   copied with the native code packages ship beside it and given an empty
+//!   `TOOLGATE_CACHE_DIR`, in front of a fresh upstream serving the seed
+//!   catalog (`DIR/34/catalog.json`) with the bench policy
+//!   (`DIR/policy.yaml`), from spawn to the answer of the first `tools/call`
+//!   (handshake, the upstream's start, its `tools/list`, loading the rules,
+//!   the decision and the relay); the peer is the same exchange with the
+//!   upstream spawned directly. The median of `--cold-rounds` (5), the two
+//!   alternating. The upstream is this binary (`--serve-stdio CATALOG`: rmcp
+//!   on stdio, every call answered at once), so the peer is a process start,
+//!   not an interpreter's.
 //!
 //! Run by `bench/run`: `toolgate-gateway-bench [--iterations N] [--sessions S]
-//! [--calls N] [--rate R]` (defaults 5 000 iterations and a smoke-sized 8
+//! [--calls N] [--rate R] [--data DIR] [--cold-rounds N]` (defaults 5 000 iterations and a smoke-sized 8
 //! sessions, 400 calls; `bench/run` asks 64 sessions and 100 000 calls,
 //! `--smoke` 8 × 50). Without `--rate` every session sends its next call as
 //! soon as the last is answered, so on a small machine the `gateway-listen`
@@ -76,6 +88,9 @@ const AUDIENCE: &str = "https://gateway.bench.invalid/mcp";
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(catalog) = value_after(&args, "--serve-stdio") {
+        return serve_stdio(catalog);
+    }
     let flag = |name: &str, default: u64| -> Result<u64, String> {
         match args.iter().position(|a| a == name) {
             None => Ok(default),
@@ -89,6 +104,7 @@ fn main() -> Result<(), String> {
     let sessions = flag("--sessions", 8)?.max(1);
     let calls = flag("--calls", 400)?.max(sessions);
     let rate = flag("--rate", 0)?;
+    let cold_rounds = flag("--cold-rounds", 5)?.max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -100,7 +116,15 @@ fn main() -> Result<(), String> {
     let added = runtime.block_on(added_latency(engine, iterations))?;
     instrumentation(iterations, added)?;
     runtime.block_on(listen_latency(sessions, calls, rate))?;
+    if let Some(data) = value_after(&args, "--data") {
+        cold_start(std::path::Path::new(data), cold_rounds)?;
+    }
     Ok(())
+}
+
+fn value_after<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1).map(String::as_str)
 }
 
 /// The peer of the `auth` lines: one plain decision on the engine.
@@ -203,9 +227,26 @@ async fn token_validation(iterations: u64, decide_ns: f64) -> Result<(), String>
     Ok(())
 }
 
-/// An upstream with one tool that answers at once.
+/// An upstream whose tools answer at once: one read-only tool, or a
+/// catalog's (`--serve-stdio`).
 #[derive(Clone)]
-struct Upstream;
+struct Upstream {
+    tools: Arc<Vec<Tool>>,
+}
+
+impl Upstream {
+    fn one_tool() -> Result<Upstream, String> {
+        let tool: Tool = serde_json::from_value(json!({
+            "name": "read",
+            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            "annotations": {"readOnlyHint": true},
+        }))
+        .map_err(|e| e.to_string())?;
+        Ok(Upstream {
+            tools: Arc::new(vec![tool]),
+        })
+    }
+}
 
 #[allow(clippy::manual_async_fn, reason = "the trait asks for `impl Future + Send`")]
 impl rmcp::ServerHandler for Upstream {
@@ -218,15 +259,7 @@ impl rmcp::ServerHandler for Upstream {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + Send + '_ {
-        async move {
-            let tool: Tool = serde_json::from_value(json!({
-                "name": "read",
-                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
-                "annotations": {"readOnlyHint": true},
-            }))
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-            Ok(ListToolsResult::with_all_items(vec![tool]))
-        }
+        async move { Ok(ListToolsResult::with_all_items(self.tools.to_vec())) }
     }
 
     fn call_tool(
@@ -245,7 +278,8 @@ impl rmcp::ServerHandler for Upstream {
 fn pipe_to_upstream() -> tokio::io::DuplexStream {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
-        if let Ok(running) = Upstream.serve(theirs).await {
+        let Ok(upstream) = Upstream::one_tool() else { return };
+        if let Ok(running) = upstream.serve(theirs).await {
             let _ = running.waiting().await;
         }
     });
@@ -421,8 +455,9 @@ async fn serve_upstream_http() -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let upstream = Upstream::one_tool()?;
     let service = StreamableHttpService::new(
-        || Ok(Upstream),
+        move || Ok(upstream.clone()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
@@ -633,4 +668,155 @@ fn instrumentation(iterations: u64, added_ns: f64) -> Result<(), String> {
 
 fn per(started: Instant, iterations: u64) -> f64 {
     started.elapsed().as_nanos() as f64 / iterations.max(1) as f64
+}
+
+/// `--serve-stdio CATALOG`: the `cold` lines' upstream, rmcp on stdio
+/// serving the tools of CATALOG (a file with a `tools` list).
+fn serve_stdio(catalog: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(catalog).map_err(|e| format!("{catalog}: {e}"))?;
+    let mut document: Value = serde_json::from_str(&text).map_err(|e| format!("{catalog}: {e}"))?;
+    let tools: Vec<Tool> = document
+        .get_mut("tools")
+        .map(Value::take)
+        .ok_or_else(|| format!("{catalog}: no `tools` list"))
+        .and_then(|tools| serde_json::from_value(tools).map_err(|e| format!("{catalog}: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let upstream = Upstream { tools: Arc::new(tools) };
+        let running = upstream
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| e.to_string())?;
+        running.waiting().await.map(drop).map_err(|e| e.to_string())
+    })
+}
+
+/// The tool the `cold` lines call: read-only in the seed catalog, no
+/// arguments, so the bench policy allows it.
+const COLD_TOOL: &str = "get_capabilities";
+
+/// The `cold gateway` and `cold gateway-direct` lines (see the top).
+fn cold_start(data: &std::path::Path, rounds: u64) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = std::env::temp_dir().join(format!("toolgate-gateway-bench-cold-{}", std::process::id()));
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).map_err(|e| e.to_string())?;
+    let proxy = bin.join("toolgate-proxy");
+    std::fs::copy(exe.with_file_name("toolgate-proxy"), &proxy).map_err(|e| format!("toolgate-proxy: {e}"))?;
+    // The native code beside the binary, as the npm and PyPI packages ship it.
+    let shipped = std::process::Command::new(exe.with_file_name("toolgate"))
+        .arg("precompile")
+        .arg(&bin)
+        .output()
+        .map_err(|e| format!("toolgate precompile: {e}"))?;
+    if !shipped.status.success() {
+        return Err(format!("toolgate precompile failed: {shipped:?}"));
+    }
+    let policy = data.join("policy.yaml");
+    let catalog = data.join("34").join("catalog.json");
+    let mut through = Vec::new();
+    let mut direct = Vec::new();
+    for round in 0..rounds {
+        let cache = dir.join(format!("cache-{round}"));
+        let mut gateway = std::process::Command::new(&proxy);
+        gateway
+            .env("TOOLGATE_CACHE_DIR", &cache)
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--")
+            .arg(&exe)
+            .arg("--serve-stdio")
+            .arg(&catalog);
+        let mut upstream = std::process::Command::new(&exe);
+        upstream.arg("--serve-stdio").arg(&catalog);
+        // Which goes first alternates, so a busy stretch falls on both.
+        if round % 2 == 0 {
+            through.push(first_call(&mut gateway)?);
+            direct.push(first_call(&mut upstream)?);
+        } else {
+            direct.push(first_call(&mut upstream)?);
+            through.push(first_call(&mut gateway)?);
+        }
+        if cache.exists() {
+            return Err(format!(
+                "{} compiled the component instead of loading the code beside it",
+                proxy.display()
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (through, direct) = (median(through), median(direct));
+    println!("cold gateway {through:.1}");
+    println!("cold gateway-direct {direct:.1}");
+    eprintln!(
+        "cold gateway: {:.1} ms added to an upstream's start by the gateway's ({rounds} rounds)",
+        through - direct
+    );
+    Ok(())
+}
+
+/// Milliseconds from spawning `command` (an MCP server on stdio) to the
+/// answer of its first `tools/call` of [`COLD_TOOL`], after the handshake;
+/// an error unless the tool ran.
+fn first_call(command: &mut std::process::Command) -> Result<f64, String> {
+    use std::io::{BufRead, Write};
+    let started = Instant::now();
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{command:?}: {e}"))?;
+    let answer = (|| -> Result<Value, String> {
+        let mut input = child.stdin.take().ok_or("no stdin")?;
+        let mut output = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut send = |message: Value| writeln!(input, "{message}").and_then(|()| input.flush());
+        let mut answer_to = |id: u64| -> Result<Value, String> {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if output.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+                    return Err("the server closed its output".into());
+                }
+                let message: Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
+                if message.get("id") == Some(&json!(id)) {
+                    return Ok(message);
+                }
+            }
+        };
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "toolgate-gateway-bench", "version": "0"}}});
+        send(initialize).map_err(|e| e.to_string())?;
+        answer_to(1)?;
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).map_err(|e| e.to_string())?;
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": COLD_TOOL, "arguments": {}}});
+        send(call).map_err(|e| e.to_string())?;
+        answer_to(2)
+    })();
+    let took = started.elapsed().as_secs_f64() * 1e3;
+    let _ = child.kill();
+    let finished = child.wait_with_output();
+    let ran = answer
+        .as_ref()
+        .ok()
+        .and_then(|answer| answer.pointer("/result/content/0/text"))
+        .and_then(Value::as_str)
+        == Some("ok");
+    if !ran {
+        let stderr = finished.map(|out| String::from_utf8_lossy(&out.stderr).into_owned());
+        return Err(format!(
+            "{command:?}: the first call did not run: {answer:?}; stderr: {stderr:?}"
+        ));
+    }
+    Ok(took)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
