@@ -256,7 +256,18 @@ pub struct Authenticator {
     /// withdrew stops vouching for tokens at once); an introspected token
     /// stays at most
     /// `Introspection::trust_for`.
-    verified: std::sync::Mutex<HashMap<String, Verified>>,
+    verified: std::sync::Mutex<VerifiedTokens>,
+}
+
+#[derive(Debug, Default)]
+struct VerifiedTokens {
+    tokens: HashMap<String, Verified>,
+    /// How many times a refetch withdrew a key and the tokens were
+    /// forgotten. A check that began before the last time may have used the
+    /// withdrawn key, so its token is not remembered: a request checked
+    /// while the refetch ran would otherwise be kept past it, until the
+    /// token's `exp`.
+    withdrawals: u64,
 }
 
 #[derive(Debug)]
@@ -357,16 +368,27 @@ impl Authenticator {
     }
 
     /// The caller an `Authorization` header names, or why not.
-    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Caller>, Refusal> {
+    pub async fn authenticate(self: &Arc<Self>, authorization: Option<&str>) -> Result<Arc<Caller>, Refusal> {
         let token = bearer(authorization)?;
         let now = unix_now();
-        // Before the cache: a refetch that drops a key empties it.
-        if let Check::Jwt(jwt) = &self.check {
-            self.refetch_if_older(jwt, self.jwks_max_age, false).await;
+        // A key set `--jwks-max-age` old is fetched again beside this
+        // request, which goes on with the keys in hand (a slow identity
+        // provider must not hold up the request that noticed); a refetch
+        // that drops a key empties the cache.
+        if let Check::Jwt(jwt) = &self.check
+            && jwt.is_older_than(self.jwks_max_age).await
+        {
+            let this = Arc::clone(self);
+            tokio::spawn(async move {
+                if let Check::Jwt(jwt) = &this.check {
+                    this.refetch_if_older(jwt, this.jwks_max_age, false).await;
+                }
+            });
         }
         if let Some(caller) = self.already_verified(token, now) {
             return Ok(caller);
         }
+        let withdrawals_before = self.verified().withdrawals;
         let granted = match &self.check {
             Check::Jwt(jwt) => self.verify_jwt(jwt, token).await?,
             Check::Introspection(introspection) => self.introspect(introspection, token, now).await?,
@@ -383,7 +405,7 @@ impl Authenticator {
             ..self.base.clone()
         };
         let caller = Arc::new(Caller::new(self.issuer.clone(), subject, context));
-        self.remember(token, &caller, granted.until, now);
+        self.remember(token, &caller, granted.until, now, withdrawals_before);
         Ok(caller)
     }
 
@@ -483,7 +505,7 @@ impl Authenticator {
         })
     }
 
-    fn verified(&self) -> std::sync::MutexGuard<'_, HashMap<String, Verified>> {
+    fn verified(&self) -> std::sync::MutexGuard<'_, VerifiedTokens> {
         self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -492,17 +514,23 @@ impl Authenticator {
     /// (`nbf` was already past when it was checked).
     fn already_verified(&self, token: &str, now: u64) -> Option<Arc<Caller>> {
         let cache = self.verified();
-        let entry = cache.get(token)?;
+        let entry = cache.tokens.get(token)?;
         (now < entry.expires).then(|| entry.caller.clone())
     }
 
-    fn remember(&self, token: &str, caller: &Arc<Caller>, expires: u64, now: u64) {
+    /// Keeps a token checked after `withdrawals_before` withdrawals (see
+    /// [`VerifiedTokens::withdrawals`]).
+    fn remember(&self, token: &str, caller: &Arc<Caller>, expires: u64, now: u64, withdrawals_before: u64) {
         // Inside the leeway: accepted now, but not cached, so it is checked
         // again (and refused once the leeway is over).
         if now >= expires {
             return;
         }
-        let mut cache = self.verified();
+        let mut verified = self.verified();
+        if verified.withdrawals != withdrawals_before {
+            return;
+        }
+        let cache = &mut verified.tokens;
         if cache.len() >= VERIFIED_CAPACITY {
             cache.retain(|_, entry| now < entry.expires);
             if cache.len() >= VERIFIED_CAPACITY {
@@ -536,8 +564,7 @@ impl Authenticator {
     /// behind a fetch already running (a token naming a key not in hand
     /// needs its result); otherwise a request goes on with the keys in hand.
     async fn refetch_if_older(&self, jwt: &JwtCheck, age: Duration, wait: bool) {
-        let due = |keys: &Keys| keys.fetched.is_none_or(|at| at.elapsed() >= age);
-        if !due(&*jwt.keys.read().await) {
+        if !jwt.is_older_than(age).await {
             return;
         }
         let _one_at_a_time = if wait {
@@ -548,7 +575,7 @@ impl Authenticator {
                 Err(_) => return,
             }
         };
-        if !due(&*jwt.keys.read().await) {
+        if !jwt.is_older_than(age).await {
             return;
         }
         let fetched = fetch(&jwt.source, &self.client).await;
@@ -563,7 +590,11 @@ impl Authenticator {
                 let withdrew = keys.set.keys.iter().any(|kept| !set.keys.contains(kept));
                 keys.set = set;
                 if withdrew {
-                    self.verified().clear();
+                    // While the new keys are write-locked in: a check that
+                    // read the old ones has read the count before this.
+                    let mut verified = self.verified();
+                    verified.tokens.clear();
+                    verified.withdrawals += 1;
                 }
             }
             // The keys in hand stay; a token naming a new key waits for the
@@ -640,6 +671,11 @@ impl Authenticator {
 }
 
 impl JwtCheck {
+    /// Whether the key set in hand was fetched `age` ago or more.
+    async fn is_older_than(&self, age: Duration) -> bool {
+        self.keys.read().await.fetched.is_none_or(|at| at.elapsed() >= age)
+    }
+
     async fn key_for(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
         let keys = self.keys.read().await;
         let usable = |jwk: &&Jwk| fits(jwk, alg);
@@ -876,7 +912,7 @@ mod tests {
         assert!(!answers.to_ascii_lowercase().contains("connection: close"), "{answers}");
     }
 
-    async fn introspecting() -> Authenticator {
+    async fn introspecting() -> Arc<Authenticator> {
         let settings = AuthSettings {
             issuer: "https://issuer.example".into(),
             audience: "https://gateway.example/mcp".into(),
@@ -893,9 +929,11 @@ mod tests {
             metrics: Arc::default(),
             jwks_max_age: Duration::from_secs(300),
         };
-        Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
-            .await
-            .unwrap()
+        Arc::new(
+            Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
+                .await
+                .unwrap(),
+        )
     }
 
     fn answer(value: serde_json::Value) -> Introspected {
@@ -986,10 +1024,11 @@ mod tests {
         let caller = Arc::new(Caller::anonymous(Context::default()));
         let now = 1_000;
         let refetched_keeps = async |keys: Vec<serde_json::Value>| {
-            auth.remember("checked", &caller, now + 600, now);
+            let withdrawals = auth.verified().withdrawals;
+            auth.remember("checked", &caller, now + 600, now, withdrawals);
             write(keys);
             auth.refetch_if_older(jwt, Duration::ZERO, true).await;
-            auth.verified().contains_key("checked")
+            auth.verified().tokens.contains_key("checked")
         };
         assert!(refetched_keeps(vec![key("one", "AQAB")]).await, "the same set");
         assert!(
@@ -1002,6 +1041,90 @@ mod tests {
             "a key changed under its kid"
         );
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A token checked while a refetch withdrew a key may have been checked
+    /// with that key: it is not kept past the refetch (it was, until `exp`).
+    #[tokio::test]
+    async fn a_token_checked_across_a_withdrawal_is_not_remembered() {
+        let dir = std::env::temp_dir().join(format!("toolgate-auth-across-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let jwks = dir.join("jwks.json");
+        let key = |kid: &str| json!({"keys": [{"kty": "RSA", "n": "AQAB", "e": "AQAB", "kid": kid}]});
+        std::fs::write(&jwks, key("old").to_string()).unwrap();
+        let auth = Authenticator::new(jwt_settings(jwks.clone()), crate::outbound::client(None, None).unwrap())
+            .await
+            .unwrap();
+        let Check::Jwt(jwt) = &auth.check else {
+            panic!("not a JWT check")
+        };
+        let caller = Arc::new(Caller::anonymous(Context::default()));
+        let now = 1_000;
+        // The check began here, under the old key...
+        let before = auth.verified().withdrawals;
+        // ...and the refetch that withdrew it ended before the check did.
+        std::fs::write(&jwks, key("new").to_string()).unwrap();
+        auth.refetch_if_older(jwt, Duration::ZERO, true).await;
+        auth.remember("checked-under-old", &caller, now + 600, now, before);
+        assert!(auth.already_verified("checked-under-old", now).is_none());
+        // A check that began after it is kept.
+        let after = auth.verified().withdrawals;
+        auth.remember("checked-under-new", &caller, now + 600, now, after);
+        assert!(auth.already_verified("checked-under-new", now).is_some());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The request that finds the key set `--jwks-max-age` old goes on with
+    /// the keys in hand while the set is fetched beside it: an identity
+    /// provider that does not answer holds up no request (it held up that
+    /// one for the fetch's 10 s timeout).
+    #[tokio::test]
+    async fn a_due_refetch_holds_up_no_request() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let fetches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = fetches.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = vec![0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                // The first fetch (at start) is answered; later ones never are.
+                if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    let body = r#"{"keys":[{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"k"}]}"#;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                } else {
+                    held.push(stream);
+                }
+            }
+        });
+        let mut settings = jwt_settings(std::path::PathBuf::new());
+        settings.check = TokenCheck::Jwt(JwksSource::Url(format!("http://{address}/jwks")));
+        settings.jwks_max_age = Duration::ZERO;
+        let auth = Arc::new(
+            Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
+                .await
+                .unwrap(),
+        );
+        let caller = Arc::new(Caller::anonymous(Context::default()));
+        let now = unix_now();
+        let withdrawals = auth.verified().withdrawals;
+        auth.remember("checked", &caller, now + 600, now, withdrawals);
+        let answered = tokio::time::timeout(Duration::from_secs(3), auth.authenticate(Some("Bearer checked"))).await;
+        assert!(matches!(answered, Ok(Ok(_))), "held up or refused");
+        // The refetch did start, beside the request.
+        for _ in 0..100 {
+            if fetches.load(std::sync::atomic::Ordering::SeqCst) >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(fetches.load(std::sync::atomic::Ordering::SeqCst) >= 2, "no refetch");
     }
 
     #[test]
