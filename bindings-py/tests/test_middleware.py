@@ -711,3 +711,126 @@ def test_a_validation_alias_is_decided_under_the_key_the_schema_constrains() -> 
     assert aliased.isError and json.loads(aliased.content[0].text)["error"]["code"] == "BAD_REQUEST"
     assert not small.isError
     assert ran == [{"amount": 500, "plain": 1}]
+
+
+def test_the_lowlevel_server_of_a_guarded_fastmcp_is_refused_too() -> None:
+    """Review 30 F2: after protect(mcp), its low-level server's tools/call
+    handler is the guard's; a guard put on it would decide the arguments as
+    sent while the function gets pydantic's output (a default past a maximum)."""
+    server = fastmcp([])
+    protect(server, policy_text=POLICY)
+    with pytest.raises(TypeError, match="pass the MCPServer / FastMCP"):
+        protect(server._mcp_server, policy_text=POLICY)
+
+
+def test_a_context_callback_that_returns_nothing_refuses_the_call() -> None:
+    """Review 30 F4: `token and Context(...)`, or a forgotten return, is a host
+    bug, never "no scope check": the engine refuses the call (INVALID_CONTEXT)
+    and the list, and the tool does not run."""
+    ran: list[Any] = []
+    server = fastmcp(ran)
+    protect(server, policy_text=POLICY, context=lambda request_context: None)
+
+    async def steps(client: ClientSession) -> Any:
+        called = await client.call_tool("consultar", {"order_id": "1"})
+        try:
+            await client.list_tools()
+            listed = "listed"
+        except Exception as e:  # the SDK carries the guard's error to the client
+            listed = str(e)
+        return called, listed
+
+    called, listed = run(server, steps)
+    assert called.isError and json.loads(called.content[0].text)["error"]["code"] == "INVALID_CONTEXT"
+    assert listed != "listed"
+    assert ran == []
+
+
+def test_the_policy_file_is_read_once(tmp_path: Path) -> None:
+    """Review 30 F5: rules derived from the server's tools are loaded again
+    when a tool changes; the policy file is not read again then (a half-written
+    edit would load and drop a hold)."""
+    ran: list[Any] = []
+    server = fastmcp(ran)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY + "  consultar:\n    hold: not on this route\n", encoding="utf-8")
+    protect(server, policy_path=policy)
+
+    async def steps(client: ClientSession) -> Any:
+        first = await client.call_tool("consultar", {"order_id": "1"})
+        # An edit caught half written, then a tool change that reloads the rules.
+        policy.write_text(POLICY, encoding="utf-8")  # the hold not written yet
+
+        @server.tool()
+        def novo() -> str:
+            return "novo"
+
+        await client.list_tools()  # sees the new tool: the rules are loaded again
+        return first, await client.call_tool("consultar", {"order_id": "1"})
+
+    first, again = run(server, steps)
+    assert first.isError and again.isError
+    assert ran == []
+
+
+def test_every_page_of_a_lowlevel_servers_list_is_in_the_rules() -> None:
+    """Review 30 F7: rules derived from a paginated tools/list hold the tools
+    of every page (a tool on page two answered `Unknown tool`)."""
+    server: Server[Any, Any] = Server("paged")
+    tools = [
+        types.Tool(name=f"t{i}", inputSchema={"type": "object"}, annotations=types.ToolAnnotations(readOnlyHint=True))
+        for i in range(4)
+    ]
+
+    async def list_tools(request: types.ListToolsRequest) -> types.ServerResult:
+        params = request.params if request is not None else None  # the SDK asks with None for its cache
+        start = int(params.cursor) if params and params.cursor else 0
+        more = str(start + 2) if start + 2 < len(tools) else None
+        return types.ServerResult(types.ListToolsResult(tools=tools[start : start + 2], nextCursor=more))
+
+    server.request_handlers[types.ListToolsRequest] = list_tools
+
+    @server.call_tool()
+    async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
+        return [types.TextContent(type="text", text=f"{name} ran")]
+
+    protect(server, legacy=True)
+    result = run(server, lambda c: c.call_tool("t3", {}))
+    assert not result.isError and result.content[0].text == "t3 ran"
+
+
+def test_a_tool_replaced_during_every_load_is_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 30 F3: the called tool is checked against the rules after every
+    load, not once: a tool replaced again while the second load ran is not
+    run on the first one's entry; past the bound the call is refused."""
+    import mcp_toolgate.middleware as middleware
+    from mcp_toolgate import RuleSet
+
+    ran: list[str] = []
+    server = FastMCP("ops", log_level="WARNING")
+
+    def register(read_only: bool) -> None:
+        if "report" in {t.name for t in server._tool_manager.list_tools()}:
+            server.remove_tool("report")
+
+        @server.tool(name="report", annotations=types.ToolAnnotations(readOnlyHint=read_only))
+        def report() -> str:
+            ran.append("read" if read_only else "wipe")
+            return "done"
+
+    register(read_only=True)
+    protect(server, legacy=True)
+    loads = {"n": 0}
+    real_load = RuleSet.load
+
+    def load_while_replacing(*args: Any, **kwargs: Any) -> Any:
+        loads["n"] += 1
+        rules = real_load(*args, **kwargs)
+        if loads["n"] in (1, 2):
+            register(read_only=loads["n"] == 1)  # a read-only one, then a destructive one
+        return rules
+
+    monkeypatch.setattr(middleware.RuleSet, "load", staticmethod(load_while_replacing))
+    result = run(server, lambda c: c.call_tool("report", {}))
+    assert result.isError and json.loads(result.content[0].text)["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert ran == []

@@ -642,3 +642,48 @@ def test_a_validation_alias_is_decided_under_the_key_the_schema_constrains() -> 
         small = run(server, lambda c: c.call_tool("pay", {"amt": 5}), mode)
         assert not small.is_error, mode
     assert ran == [500, 500]
+
+
+def test_the_lowlevel_server_of_a_guarded_mcpserver_is_refused_too() -> None:
+    """Review 30 F2: protect(mcp) first, then its low-level server: refused as
+    well (its tools/call handler is the guard's own)."""
+    server = _pay_server([], resolver=False)
+    protect(server, rules=RuleSet.load(catalog=PAY_CATALOG))
+    with pytest.raises(TypeError, match="pass the MCPServer"):
+        protect(server._lowlevel_server, rules=RuleSet.load(catalog=PAY_CATALOG))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_page_of_a_lowlevel_servers_list_is_in_the_rules(mode: str) -> None:
+    """Review 30 F7: rules derived from a paginated tools/list hold the tools
+    of every page."""
+    tools = [
+        types.Tool(
+            name=f"t{i}", input_schema={"type": "object"}, annotations=types.ToolAnnotations(read_only_hint=True)
+        )
+        for i in range(4)
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        more = str(start + 2) if start + 2 < len(tools) else None
+        return types.ListToolsResult(tools=tools[start : start + 2], next_cursor=more)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"{params.name} ran")])
+
+    server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
+    protect(server, legacy=True)
+    result = run(server, lambda c: c.call_tool("t3", {}), mode)
+    assert not result.is_error and _text(result) == "t3 ran"
+
+
+def test_a_context_callback_that_returns_nothing_refuses_the_call() -> None:
+    """Review 30 F4: a callback returning None is refused (INVALID_CONTEXT),
+    never read as "no scope check"."""
+    ran: list[Any] = []
+    server = mcpserver(ran)
+    protect(server, policy_text=POLICY, context=lambda request_context: None)
+    result = run(server, lambda c: c.call_tool("consultar", {"order_id": "1"}))
+    assert result.is_error and json.loads(_text(result))["error"]["code"] == "INVALID_CONTEXT"
+    assert ran == []

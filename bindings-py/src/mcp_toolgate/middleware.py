@@ -181,7 +181,9 @@ def blocked_result(outcome: Outcome) -> types.CallToolResult:
 
 
 class _Source:
-    """A policy or catalog given as a file path (read on the loading thread) or as text."""
+    """A policy or catalog given as a file path (read once, on the loading
+    thread, and kept: a later reload of rules derived from the server's tools
+    must not load an edit caught half written) or as text."""
 
     def __init__(self, what: str, path: str | os.PathLike[str] | None, text: str | None) -> None:
         if path is not None and text is not None:
@@ -198,8 +200,8 @@ class _Source:
         return self.path is not None or self.text is not None
 
     def read(self) -> str | None:
-        if self.path is not None:
-            return self.path.read_text(encoding="utf-8")
+        if self.path is not None and self.text is None:
+            self.text = self.path.read_text(encoding="utf-8")
         return self.text
 
 
@@ -351,6 +353,10 @@ def _owner_of(handler: Any, lowlevel: Any, depth: int = 0) -> Any:
     if handler is None or depth > 6:
         return None
     owner = getattr(handler, "__self__", None)
+    # The MCPServer's own guard in front (protect(mcp) came first): its
+    # handler is the guard's bound method.
+    if isinstance(owner, Guard) and owner.server is lowlevel and owner._fastmcp is not None:
+        return owner._fastmcp
     owns = (getattr(owner, "_lowlevel_server", None), getattr(owner, "_mcp_server", None))
     if owner is not None and lowlevel in owns:
         return owner
@@ -385,6 +391,15 @@ def _declares_form_elicitation(capabilities: Any) -> bool:
     if not isinstance(elicitation, Mapping):
         return True
     return elicitation.get("form") is not None or elicitation.get("url") is None
+
+
+#: Loads of derived rules one request may wait for while the server's tools keep changing.
+_MAX_RELOADS = 8
+#: Pages of the server's own ``tools/list`` read before giving up (a server that pages forever).
+_MAX_LIST_PAGES = 1000
+#: The context sent when a ``context=`` callback returned None: a JSON text
+#: that is not an object, which the engine refuses (``INVALID_CONTEXT``).
+_NO_CONTEXT = '"the context callback returned nothing"'
 
 
 class Guard:
@@ -483,25 +498,45 @@ class Guard:
         MCPServer's own list and the tool ``name`` (None: any tool) is no longer
         the one they were derived from: a tool removed and added again under its
         name, or replaced, must not run under its predecessor's entry."""
-        rules = await self.rules(request_context)
-        derived = self._derived_from
-        if derived is not None and rules is self._rules:
-            manager = self._tool_manager
-            if name is not None:
-                stale = manager is not None and manager.get_tool(name) is not derived.get(name)
-            else:
-                served = self._served_tools() or {}
-                stale = served.keys() != derived.keys() or any(served[k] is not derived[k] for k in served)
-            if stale:
+        for _ in range(_MAX_RELOADS):
+            rules = await self.rules(request_context)
+            if rules is self._rules and not self._stale(name):
+                return rules
+            if rules is self._rules:
                 self.reload()
-                rules = await self.rules(request_context)
-        return rules
+        # Replaced again during every load (review 30 F3: one re-check let a
+        # tool replaced during the second load run on the first one's entry).
+        raise RuntimeError("toolgate: the server's tools kept changing while the rules loaded; the call was not run")
+
+    def _stale(self, name: str | None) -> bool:
+        """Whether the tool ``name`` (None: any tool) is no longer the one the
+        rules in hand were derived from (False: not derived)."""
+        derived = self._derived_from
+        if derived is None:
+            return False
+        if name is not None:
+            manager = self._tool_manager
+            return manager is not None and manager.get_tool(name) is not derived.get(name)
+        served = self._served_tools() or {}
+        return served.keys() != derived.keys() or any(served[k] is not derived[k] for k in served)
 
     async def _own_catalog(self, request_context: Any) -> str:
-        if self._sdk.major == 1:
-            listed = await self._list(types.ListToolsRequest(method="tools/list"))
-            return catalog_from_tools(listed.root.tools)
-        return catalog_from_tools((await self._list(request_context, None)).tools)
+        """The server's own ``tools/list``, every page of it (a tool on a
+        later page must be in the rules to be callable)."""
+        tools: list[Any] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+            if self._sdk.major == 1:
+                listed = (await self._list(types.ListToolsRequest(method="tools/list", params=params))).root
+            else:
+                listed = await self._list(request_context, params)
+            tools.extend(listed.tools)
+            # mcp 2.x: `next_cursor`; 1.x: `nextCursor`.
+            cursor = getattr(listed, "next_cursor", None) or getattr(listed, "nextCursor", None)
+            if not cursor:
+                return catalog_from_tools(tools)
+        raise RuntimeError(f"toolgate: the server's tools/list did not end within {_MAX_LIST_PAGES} pages")
 
     def reload(self) -> None:
         """Rebuild the rules on the next request (after tools were added);
@@ -517,7 +552,11 @@ class Guard:
                 request_context = self.server.request_context
             except LookupError:
                 request_context = None
-        return self._context(request_context)
+        context = self._context(request_context)
+        # A callback that returned nothing (a forgotten `return`, `token and
+        # Context(...)`) is a host bug, not "no scope check": the engine
+        # refuses this text (INVALID_CONTEXT). "No check" is `Context()`.
+        return _NO_CONTEXT if context is None else context
 
     def _confirmation_for(self, request_context: Any) -> ConfirmationSource:
         """The confirmation source for one request: ``"argument"`` only when
