@@ -209,6 +209,20 @@ function enforced(name, outcome, unknownTool = unknownToolResult) {
 
 const isPlainObject = (/** @type {unknown} */ v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+/** Loads one call waits for while the server's tools keep changing under it. */
+const MAX_RELOADS = 8;
+
+/** The context sent when a `context` callback returned nothing: JSON the engine refuses (not an object). */
+const NO_CONTEXT = '"the context callback returned nothing"';
+
+/** The rules for the server's tools could not be had (a load failed, or the tools never held still). */
+class RulesNotLoaded extends Error {
+  /** @param {Error} cause */
+  constructor(cause) {
+    super(cause?.message ?? String(cause), { cause });
+  }
+}
+
 const GUARD_OPTION_KEYS = ['gate', 'policy', 'onLoad', 'context', 'confirmation', 'onDecision', 'unknownTool', 'structuredContent'];
 
 /** Where an MCP 2026-07-28 request declares its client's capabilities. */
@@ -271,7 +285,15 @@ export function guardServer(guarded, guardOptions) {
   if (fixedGate !== undefined && options.policy !== undefined) throw new TypeError('guardServer: give either gate or policy, not both');
   const policy = options.policy ?? null;
   if (policy !== null && typeof policy !== 'string') throw new TypeError('guardServer: policy must be the policy text (a string) or null');
-  const contextOf = options.context ?? defaultContext;
+  const givenContext = options.context;
+  if (givenContext !== undefined && typeof givenContext !== 'function') throw new TypeError('guardServer: context must be a function of (extra, request)');
+  // A callback that returns nothing (a forgotten `return`, `authInfo && {…}`)
+  // is a host bug, never "no scope check" (that is `{}`): the engine is sent
+  // a context it refuses (INVALID_CONTEXT), as inputs.js does for a key left
+  // undefined.
+  const contextOf = givenContext
+    ? async (/** @type {any} */ extra, /** @type {any} */ request) => (await givenContext(extra, request)) ?? NO_CONTEXT
+    : defaultContext;
   const unknownTool = options.unknownTool ?? unknownToolResult;
   if (typeof unknownTool !== 'function') throw new TypeError('guardServer: unknownTool must be a function of the tool name');
   // SPEC §8: the model's own `confirmed: true` counts only where the host is
@@ -311,13 +333,17 @@ export function guardServer(guarded, guardOptions) {
       return typeof notify === 'function' ? notify.apply(this, args) : undefined;
     };
   }
-  /** @returns {Promise<import('./core.js').Toolgate>} */
-  const gateNow = async () => {
+  /**
+   * The gate loaded for the server's tools at `version` (a load's error as
+   * RulesNotLoaded).
+   * @param {number} version
+   * @returns {Promise<import('./core.js').Toolgate>}
+   */
+  const gateFor = async (version) => {
     if (fixedGate !== undefined) return fixedGate;
-    const version = toolsVersion;
     const use = (/** @type {NonNullable<typeof loaded>} */ l) => {
       if (l.gate) return l.gate;
-      throw /** @type {Error} */ (l.error);
+      throw new RulesNotLoaded(/** @type {Error} */ (l.error));
     };
     if (loaded && loaded.version === version) return use(loaded);
     if (loading && loading.version === version) return loading.promise;
@@ -344,6 +370,25 @@ export function guardServer(guarded, guardOptions) {
     } finally {
       if (loading?.promise === promise) loading = null;
     }
+  };
+  /**
+   * `use(gate, version)` with the gate for the server's tools as they are
+   * when it runs: called synchronously after checking that no tool changed
+   * while the rules loaded, so a call is never decided on rules read from a
+   * tool the SDK has since replaced (review 30 F1: a tool updated during the
+   * load ran on its old, read-only entry). Loads again while they change;
+   * refuses (RulesNotLoaded) after MAX_RELOADS loads in a row.
+   * @template R
+   * @param {(gate: import('./core.js').Toolgate, version: number) => R} use
+   * @returns {Promise<R>}
+   */
+  const withCurrentGate = async (use) => {
+    for (let attempt = 0; attempt < MAX_RELOADS; attempt++) {
+      const version = toolsVersion;
+      const gate = await gateFor(version);
+      if (version === toolsVersion) return use(gate, version);
+    }
+    throw new RulesNotLoaded(new Error(`the server's tools changed during ${MAX_RELOADS} loads in a row`));
   };
   /** The refusal of every call while the rules do not load (fail closed). @param {unknown} e */
   const notLoaded = (e) => ({
@@ -390,13 +435,14 @@ export function guardServer(guarded, guardOptions) {
 
   /** @param {(request: any, extra: any) => Promise<any>} inner */
   const wrapList = (inner) => async (/** @type {any} */ request, /** @type {any} */ extra) => {
-    let gate;
+    const context = await contextOf(extra, request);
+    let exposed;
     try {
-      gate = await gateNow();
+      exposed = await withCurrentGate((gate) => gate.listExposable(context));
     } catch (e) {
-      throw new McpError(ErrorCode.InternalError, `toolgate: the policy did not load: ${/** @type {Error} */ (e)?.message ?? e}`);
+      if (!(e instanceof RulesNotLoaded)) throw e;
+      throw new McpError(ErrorCode.InternalError, `toolgate: the policy did not load: ${e.message}`);
     }
-    const exposed = gate.listExposable(await contextOf(extra, request));
     const result = await inner(request, extra);
     const served = new Map((result?.tools ?? []).map((/** @type {any} */ t) => [t.name, t]));
     const tools = [];
@@ -414,7 +460,7 @@ export function guardServer(guarded, guardOptions) {
    * handler: the name, the arguments as the call carried them, what the
    * engine forwarded (parsed, and as sorted JSON to compare), and the context
    * it decided in.
-   * @type {WeakMap<object, { gate: import('./core.js').Toolgate, name: string, sent: unknown, forward: Record<string, unknown>, forwarded: string, context: any }>}
+   * @type {WeakMap<object, { gate: import('./core.js').Toolgate, version: number, name: string, sent: unknown, forward: Record<string, unknown>, forwarded: string, context: any }>}
    */
   const allowed = new WeakMap();
 
@@ -430,20 +476,21 @@ export function guardServer(guarded, guardOptions) {
     // low-level one (its first registerTool came after guardServer): its zod
     // output would reach the handlers undecided, so nothing runs.
     if (!mcpServer && toolsOwner.has(server)) return ownedServerRefusal();
-    let gate;
-    try {
-      gate = await gateNow();
-    } catch (e) {
-      return notLoaded(e);
-    }
     const context = await contextOf(extra, request);
-    const { forward, denied } = decide(gate, name, params?.arguments, context, extra);
-    if (denied) return denied;
-    // Allowed: the handler gets exactly the arguments the engine forwards.
-    if (extra && typeof extra === 'object') {
-      allowed.set(extra, { gate, name, sent: params.arguments, forward, forwarded: sortedJson(forward), context });
+    try {
+      return await withCurrentGate((gate, version) => {
+        const { forward, denied } = decide(gate, name, params?.arguments, context, extra);
+        if (denied) return denied;
+        // Allowed: the handler gets exactly the arguments the engine forwards.
+        if (extra && typeof extra === 'object') {
+          allowed.set(extra, { gate, version, name, sent: params.arguments, forward, forwarded: sortedJson(forward), context });
+        }
+        return inner({ ...request, params: { ...params, arguments: forward } }, extra);
+      });
+    } catch (e) {
+      if (e instanceof RulesNotLoaded) return notLoaded(e.cause);
+      throw e;
     }
-    return inner({ ...request, params: { ...params, arguments: forward } }, extra);
   };
 
   /**
@@ -468,20 +515,25 @@ export function guardServer(guarded, guardOptions) {
     // without a decision, the tool's own name, and no name refuses.
     const name = sent ? sent.name : Object.entries(mcpServer._registeredTools ?? {}).find(([, t]) => t === tool)?.[0];
     if (typeof name !== 'string') return notRegistered();
-    if (sent && sortedJson(args ?? {}) === sent.forwarded) return run(args);
+    // The decision holds only while the tools are those it was made on: a
+    // tool updated since (while zod validated, say) is decided again, on
+    // rules loaded from the tools as they are now.
+    const current = sent !== undefined && sent.version === toolsVersion ? sent : undefined;
+    if (current && sortedJson(args ?? {}) === current.forwarded) return run(args);
     const decided = sent ? withTakenOff(sent, args) : args;
     const context = sent ? sent.context : await contextOf(extra, { method: CALL, params: { name, arguments: args } });
-    let gate = sent?.gate;
-    if (!gate) {
-      try {
-        gate = await gateNow();
-      } catch (e) {
-        return notLoaded(e);
-      }
+    const decideAgain = (/** @type {import('./core.js').Toolgate} */ gate) => {
+      const { forward, denied } = decide(gate, name, decided, context, extra);
+      if (denied) return denied;
+      return run(isPlainObject(args) ? forward : args);
+    };
+    if (current) return decideAgain(current.gate);
+    try {
+      return await withCurrentGate(decideAgain);
+    } catch (e) {
+      if (e instanceof RulesNotLoaded) return notLoaded(e.cause);
+      throw e;
     }
-    const { forward, denied } = decide(gate, name, decided, context, extra);
-    if (denied) return denied;
-    return run(isPlainObject(args) ? forward : args);
   };
 
   /**
