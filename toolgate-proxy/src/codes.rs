@@ -46,6 +46,16 @@ pub const GATEWAY_CODES: &[(&str, &str, bool)] = &[
         "the client did not answer the upstream's request",
         false,
     ),
+    (
+        "CLIENT_CAPABILITY_UNDECLARED",
+        "the upstream asked the client something (sampling, sampling with tools, roots, an elicitation of a mode) its handshake did not declare; the client was not asked (`-32601`)",
+        false,
+    ),
+    (
+        "CLIENT_BUSY",
+        "the upstream asked the client something while 16 of its requests in this session already waited for the client's answer; the client was not asked",
+        true,
+    ),
     ("CANCELLED", "the client cancelled the request", false),
     (
         "UNAUTHENTICATED",

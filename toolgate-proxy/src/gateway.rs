@@ -547,6 +547,17 @@ struct Rules {
     generation: u64,
 }
 
+impl Rules {
+    /// Whether `other` decides as these rules do: the same policy and
+    /// catalog texts give the one shared set (`load_set`), so a reload after
+    /// a `list_changed` that changed nothing does not void a person's answer
+    /// given meanwhile (review 31 F3: a server re-announcing its list every
+    /// second refused every confirmation that spanned one).
+    fn same_set(&self, other: &Rules) -> bool {
+        Arc::ptr_eq(&self.set, &other.set)
+    }
+}
+
 /// How the upstream answers a call to a tool it does not have, learned once
 /// per session with a probe name; hidden tools are answered the same way.
 #[derive(Debug)]
@@ -696,6 +707,7 @@ impl SessionState {
                 let handler = UpstreamHandler {
                     state: Arc::downgrade(self),
                     info: params,
+                    relayed: Arc::new(tokio::sync::Semaphore::new(MAX_RELAYED_REQUESTS)),
                 };
                 let fault = Arc::new(Fault::default());
                 let timeout = self.config.timeout;
@@ -1482,7 +1494,7 @@ impl SessionState {
         // answer is not about the current tool.
         let current = self.rules().await?;
         // A change announced but not yet read counts as a change.
-        if !Arc::ptr_eq(&current, &rules) || self.reload_queued.load(std::sync::atomic::Ordering::SeqCst) {
+        if !current.same_set(&rules) || self.reload_queued.load(std::sync::atomic::Ordering::SeqCst) {
             call.record(code, Some("stale"), None, "blocked");
             return blocked(&outcome);
         }
@@ -1815,7 +1827,7 @@ impl SessionState {
         // to `--timeout`; a pin may no longer match), the approval is not
         // about the current tool, as after a form elicitation.
         let current = self.rules().await?;
-        if !Arc::ptr_eq(&current, rules) {
+        if !current.same_set(rules) {
             call.record_approval(Some(CONFIRMATION_REQUIRED), "stale", id, digest, "blocked");
             let outcome = current
                 .set
@@ -2330,7 +2342,50 @@ impl ServerHandler for Gateway {
 #[derive(Debug)]
 struct UpstreamHandler {
     state: Weak<SessionState>,
+    /// The client's handshake, as the gateway passed it on: its capabilities
+    /// bound what the upstream may ask it.
     info: InitializeRequestParams,
+    /// The upstream's requests waiting for the client's answer (review 31
+    /// F6: each waits up to `--timeout`, and an upstream sending them without
+    /// end held gigabytes and put as many dialogs before the person).
+    relayed: Arc<tokio::sync::Semaphore>,
+}
+
+/// The most requests of the upstream one session relays to its client at once.
+const MAX_RELAYED_REQUESTS: usize = 16;
+
+/// The capability `request` needs that the client's handshake did not
+/// declare: MCP forbids a server to ask a client for what it did not declare,
+/// and a host may hold a sampling or elicitation handler that it declares
+/// per server (review 31 F7). Read from the JSON, as the client will.
+fn undeclared_capability(
+    request: &ServerRequest,
+    capabilities: &rmcp::model::ClientCapabilities,
+) -> Option<&'static str> {
+    let declared = serde_json::to_value(capabilities).unwrap_or(Value::Null);
+    let has = |pointer: &str| declared.pointer(pointer).is_some_and(|v| !v.is_null());
+    let request = serde_json::to_value(request).unwrap_or(Value::Null);
+    match request.get("method").and_then(Value::as_str) {
+        Some("sampling/createMessage") => {
+            let with_tools = request.pointer("/params/tools").is_some_and(|t| !t.is_null());
+            if !has("/sampling") {
+                Some("sampling")
+            } else if with_tools && !has("/sampling/tools") {
+                Some("sampling with tools")
+            } else {
+                None
+            }
+        }
+        Some("roots/list") => (!has("/roots")).then_some("roots"),
+        Some("elicitation/create") => {
+            if request.pointer("/params/mode").and_then(Value::as_str) == Some("url") {
+                (!has("/elicitation/url")).then_some("URL-mode elicitation")
+            } else {
+                (!toolgate_rmcp::capabilities_declare_form_elicitation(&declared)).then_some("form elicitation")
+            }
+        }
+        _ => None,
+    }
 }
 
 impl UpstreamHandler {
@@ -2352,6 +2407,21 @@ impl Service<RoleClient> for UpstreamHandler {
             if let ServerRequest::PingRequest(_) = request {
                 return Ok(ClientResult::empty(()));
             }
+            if let Some(capability) = undeclared_capability(&request, &self.info.capabilities) {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!("toolgate proxy: the client did not declare {capability}; it was not asked"),
+                    Some(json!({ "toolgate": "CLIENT_CAPABILITY_UNDECLARED" })),
+                ));
+            }
+            let Ok(_waiting) = self.relayed.clone().try_acquire_owned() else {
+                return Err(internal(
+                    format!(
+                        "toolgate proxy: {MAX_RELAYED_REQUESTS} of the server's requests already wait for the client"
+                    ),
+                    "CLIENT_BUSY",
+                ));
+            };
             let Some((state, peer)) = self.downstream() else {
                 return Err(internal("toolgate proxy: the client is gone", "CLIENT_CLOSED"));
             };
@@ -2430,6 +2500,51 @@ fn end_to_end_meta(meta: &rmcp::model::MetaObject) -> rmcp::model::MetaObject {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Review 31 F7: the upstream asks the client only what its handshake
+    /// declared (sampling, sampling with tools, roots, each elicitation mode).
+    #[test]
+    fn the_upstream_asks_the_client_only_what_it_declared() {
+        let request = |method: &str, params: Value| -> ServerRequest {
+            serde_json::from_value(json!({ "method": method, "params": params })).unwrap()
+        };
+        let caps = |c: Value| -> rmcp::model::ClientCapabilities { serde_json::from_value(c).unwrap() };
+        let sampling = request("sampling/createMessage", json!({"messages": [], "maxTokens": 10}));
+        let with_tools = request(
+            "sampling/createMessage",
+            json!({"messages": [], "maxTokens": 10, "tools": [{"name": "wipe", "inputSchema": {"type": "object"}}]}),
+        );
+        let roots = request("roots/list", json!({}));
+        let form = request(
+            "elicitation/create",
+            json!({"message": "ok?", "requestedSchema": {"type": "object", "properties": {}}}),
+        );
+        let url = request(
+            "elicitation/create",
+            json!({"mode": "url", "message": "open", "url": "https://example.com/x", "elicitationId": "e1"}),
+        );
+        let none = caps(json!({}));
+        for r in [&sampling, &with_tools, &roots, &form, &url] {
+            assert!(undeclared_capability(r, &none).is_some());
+        }
+        let all = caps(json!({"sampling": {"tools": {}}, "roots": {}, "elicitation": {"form": {}, "url": {}}}));
+        for r in [&sampling, &with_tools, &roots, &form, &url] {
+            assert_eq!(undeclared_capability(r, &all), None);
+        }
+        let plain_sampling = caps(json!({"sampling": {}}));
+        assert_eq!(undeclared_capability(&sampling, &plain_sampling), None);
+        assert_eq!(
+            undeclared_capability(&with_tools, &plain_sampling),
+            Some("sampling with tools")
+        );
+        // `elicitation: {}` is form (MCP 2025-06-18), not URL.
+        let legacy = caps(json!({"elicitation": {}}));
+        assert_eq!(undeclared_capability(&form, &legacy), None);
+        assert_eq!(undeclared_capability(&url, &legacy), Some("URL-mode elicitation"));
+        let url_only = caps(json!({"elicitation": {"url": {}}}));
+        assert_eq!(undeclared_capability(&form, &url_only), Some("form elicitation"));
+        assert_eq!(undeclared_capability(&url, &url_only), None);
+    }
 
     /// Those who waited for the failed attempt get its failure; those who
     /// came after it try anew.

@@ -162,7 +162,7 @@ async fn token_validation(iterations: u64, decide_ns: f64) -> Result<(), String>
         jwks_max_age: std::time::Duration::from_secs(300),
     };
     let client = toolgate_proxy::outbound::client(None, None).map_err(|e| e.to_string())?;
-    let auth = Authenticator::new(settings, client).await?;
+    let auth = Arc::new(Authenticator::new(settings, client).await?);
     let _ = std::fs::remove_dir_all(&dir);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

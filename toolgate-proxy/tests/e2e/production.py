@@ -2152,6 +2152,55 @@ async def catalog_reload():
         gw.stop()
 
 
+async def confirmation_across_an_unchanged_reload():
+    """A list_changed that changes nothing, announced while a person is asked,
+    does not void their answer (review 31 F3: the rules were compared by
+    identity, and a server re-announcing its list refused every confirmation
+    that spanned one); a change does."""
+    log = TMP / "u-upstream.jsonl"
+    policy = TMP / "u-policy.yaml"
+    policy.write_text(
+        "version: 1\ndefaults:\n  operation_type: read_only\ntool_policies:\n"
+        "  write_note:\n    operation_type: transactional\n    require_confirmation: true\n"
+    )
+    for change, tool, expect_run in (
+        ("an unchanged", "announce_changes", True),
+        ("a changed", "redefine_read_note", False),
+    ):
+        gw = Gateway(
+            f"unchanged-{expect_run}",
+            "--policy",
+            policy,
+            upstream_args=upstream_cmd(log, TMP / "notes-u", "--redefinable"),
+        )
+        holder = {}
+        announced = []
+
+        async def accept_after_an_announcement(_ctx, params, tool=tool, holder=holder, announced=announced):
+            if "write_note" not in params.message:
+                return ElicitResult(action="accept", content={})  # the announcing tool's own question
+            # Sent, not awaited: this client reads nothing while it asks its person.
+            announced.append(
+                asyncio.ensure_future(holder["c"].call_tool(tool, {"times": 1} if tool == "announce_changes" else {}))
+            )
+            await asyncio.sleep(1.5)  # the gateway's reload settles in 50 ms
+            return ElicitResult(action="accept", content={})
+
+        name = f"u-{expect_run}"
+        async with mcp_client(gw.url, mode="legacy", elicitation_callback=accept_after_an_announcement) as c:
+            holder["c"] = c
+            r = await c.call_tool("write_note", {"name": name, "text": "kept"})
+            if announced:
+                await announced[0]
+        check(f"a person's yes across {change} catalog: the announcing tool ran", ran(log, tool), log_entries(log)[-3:])
+        check(
+            f"...the write {'runs' if expect_run else 'does not run'}",
+            (not r.is_error) == expect_run and bool(ran(log, "write_note", name=name)) == expect_run,
+            r,
+        )
+        gw.stop()
+
+
 async def failed_reload():
     """A reload whose tools/list never answers: the calls waiting for the
     rules get that one attempt's failure (review 22: each made its own, one
@@ -3348,6 +3397,7 @@ async def main():
         await section("shadow", shadow())
         await section("watch", watch())
         await section("catalog reload", catalog_reload())
+        await section("confirmation across an unchanged reload", confirmation_across_an_unchanged_reload())
         await section("failed reload", failed_reload())
         await section("reload burst", reload_burst())
         await section("URL-mode approval", url_mode_approval())
