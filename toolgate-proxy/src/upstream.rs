@@ -159,9 +159,9 @@ async fn filter_lines(stdout: tokio::process::ChildStdout, mut out: DuplexStream
         if body.is_empty() {
             continue;
         }
-        if !is_json_rpc(body) {
+        if let Err(why) = readable(body) {
             let excerpt: String = String::from_utf8_lossy(body).chars().take(120).collect();
-            fault.set(format!("it sent output that is not a JSON-RPC message: {excerpt:?}"));
+            fault.set(format!("it sent {why}: {excerpt:?}"));
             return;
         }
         if out.write_all(body).await.is_err() || out.write_all(b"\n").await.is_err() {
@@ -170,12 +170,26 @@ async fn filter_lines(stdout: tokio::process::ChildStdout, mut out: DuplexStream
     }
 }
 
-fn is_json_rpc(line: &[u8]) -> bool {
-    match serde_json::from_slice::<serde_json::Value>(line) {
-        Ok(serde_json::Value::Object(o)) => o.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0"),
-        Ok(serde_json::Value::Array(items)) => !items.is_empty(),
-        _ => false,
+/// Why the transport could not read `line` as the message it is, if so. An
+/// answer (a result or an error) rmcp cannot type would be dropped by it and
+/// its request left waiting for `--timeout`, then reported as unanswered
+/// (review 31 F4: `"error": null` beside a result, a float error code, a
+/// batch); such a line ends the connection at once, as any other unreadable
+/// output does. A request or notification that does not type is rmcp's to
+/// answer or skip (it is lenient with notifications), and holds up no call.
+fn readable(line: &[u8]) -> Result<(), &'static str> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+        return Err("output that is not a JSON-RPC message");
+    };
+    match &value {
+        serde_json::Value::Object(o) if o.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0") => {}
+        serde_json::Value::Array(_) => return Err("a batch of messages, which MCP no longer has"),
+        _ => return Err("output that is not a JSON-RPC message"),
     }
+    if value.get("method").is_none() && serde_json::from_value::<rmcp::model::ServerJsonRpcMessage>(value).is_err() {
+        return Err("an answer that is not a JSON-RPC result or error the gateway can read");
+    }
+    Ok(())
 }
 
 async fn supervise(mut child: Box<dyn ChildWrapper>, stop: oneshot::Receiver<()>, fault: Arc<Fault>) {
@@ -223,4 +237,34 @@ fn windows_program(name: &str) -> String {
         }
     }
     name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readable;
+
+    /// Review 31 F4: an answer rmcp cannot type ends the connection (it hung
+    /// its request for `--timeout`); what rmcp reads passes.
+    #[test]
+    fn an_answer_the_transport_cannot_read_is_a_fault() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]},"error":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":7}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            "not json",
+        ] {
+            assert!(readable(line.as_bytes()).is_err(), "{line}");
+        }
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","error":{"code":-32601,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/whatever","params":{"x":1}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"roots/list"}"#,
+            r#"{"jsonrpc":"2.0","id":4,"result":{}}"#,
+        ] {
+            assert_eq!(readable(line.as_bytes()), Ok(()), "{line}");
+        }
+    }
 }

@@ -639,6 +639,13 @@ async def jwks_max_age():
         check("a token signed with rsa-1: 200", before.status_code == 200, (before.status_code, before.text[:300]))
         write_atomically(jwks, json.dumps({"keys": [JWK_EC]}))
         await asyncio.sleep(3)
+        # The first request past the max age starts the refetch beside itself
+        # and goes on with the keys in hand; the set (a file) is read at once.
+        trigger = await post_call(
+            http, gw.url, "read_note", {"name": "k-trigger"}, tok=token("bob", kid="ec-1", scope="notes:read")
+        )
+        check("the request past the max age is served meanwhile", trigger.status_code == 200, trigger.status_code)
+        await asyncio.sleep(0.5)
         after = await post_call(http, gw.url, "read_note", {"name": "k-after"}, tok=token("alice", scope="notes:read"))
         check(
             "rsa-1 taken out of the set, the set in hand 2 s old: a fresh rsa-1 token is 401",
