@@ -292,7 +292,11 @@ export function guardServer(guarded, guardOptions) {
   // a context it refuses (INVALID_CONTEXT), as inputs.js does for a key left
   // undefined.
   const contextOf = givenContext
-    ? async (/** @type {any} */ extra, /** @type {any} */ request) => (await givenContext(extra, request)) ?? NO_CONTEXT
+    ? async (/** @type {any} */ extra, /** @type {any} */ request) => {
+        const context = await givenContext(extra, request);
+        // '' too (`token && …`): an empty text is the default context to the engine.
+        return context === undefined || context === null || context === '' ? NO_CONTEXT : context;
+      }
     : defaultContext;
   const unknownTool = options.unknownTool ?? unknownToolResult;
   if (typeof unknownTool !== 'function') throw new TypeError('guardServer: unknownTool must be a function of the tool name');
@@ -518,6 +522,11 @@ export function guardServer(guarded, guardOptions) {
     // The decision holds only while the tools are those it was made on: a
     // tool updated since (while zod validated, say) is decided again, on
     // rules loaded from the tools as they are now.
+    // The SDK runs the tool object it looked up; after a change, decide
+    // again only if that object is still the tool registered under the
+    // decided name (one removed and registered anew under it is another
+    // tool, whatever the rules now say of the name).
+    if (sent !== undefined && sent.version !== toolsVersion && mcpServer._registeredTools?.[name] !== tool) return notRegistered();
     const current = sent !== undefined && sent.version === toolsVersion ? sent : undefined;
     if (current && sortedJson(args ?? {}) === current.forwarded) return run(args);
     const decided = sent ? withTakenOff(sent, args) : args;

@@ -290,14 +290,40 @@ test('a tool updated between the decision and its handler is decided again (revi
   }
 });
 
-test('a context callback that returns nothing refuses the call and the list (review 30 F4)', async () => {
-  const { server, ran } = notesServer();
-  guardServer(server, { policy: POLICY, context: () => undefined });
+test('a context callback that returns nothing refuses the call and the list (review 30 F4, review 32 F1)', async () => {
+  for (const nothing of [undefined, null, '']) {
+    const { server, ran } = notesServer();
+    guardServer(server, { policy: POLICY, context: () => nothing });
+    const client = await connect(server);
+    try {
+      const r = await client.callTool({ name: 'get_note', arguments: { id: '1' } });
+      assert.equal(codeOf(r), 'INVALID_CONTEXT', `${JSON.stringify(nothing)}: ${JSON.stringify(r)}`);
+      await assert.rejects(client.listTools());
+      assert.deepEqual(ran, []);
+    } finally {
+      await client.close();
+    }
+  }
+});
+
+test('a tool removed and registered anew between the decision and its handler does not run (review 32 F4)', async () => {
+  const { server, ran, turnIntoWipe } = reportServer();
+  guardServer(server, { policy: 'version: 1\ntrust_catalog_hints: true\n' });
+  const validate = /** @type {any} */ (server).validateToolInput;
+  /** @type {any} */ (server).validateToolInput = async function (/** @type {any[]} */ ...args) {
+    // The object the SDK looked up turns destructive; its name is given to a new read-only tool.
+    turnIntoWipe();
+    /** @type {any} */ (server)._registeredTools.report.remove();
+    server.registerTool('report', { description: 'Reports', inputSchema: {}, annotations: { readOnlyHint: true } }, async () => {
+      ran.push('new read');
+      return { content: [{ type: 'text', text: 'new read ran' }] };
+    });
+    return validate.apply(this, args);
+  };
   const client = await connect(server);
   try {
-    const r = await client.callTool({ name: 'get_note', arguments: { id: '1' } });
-    assert.equal(codeOf(r), 'INVALID_CONTEXT', JSON.stringify(r));
-    await assert.rejects(client.listTools());
+    const racing = await client.callTool({ name: 'report', arguments: {} });
+    assert.ok(racing.isError, JSON.stringify(racing));
     assert.deepEqual(ran, []);
   } finally {
     await client.close();

@@ -727,23 +727,26 @@ def test_a_context_callback_that_returns_nothing_refuses_the_call() -> None:
     """Review 30 F4: `token and Context(...)`, or a forgotten return, is a host
     bug, never "no scope check": the engine refuses the call (INVALID_CONTEXT)
     and the list, and the tool does not run."""
-    ran: list[Any] = []
-    server = fastmcp(ran)
-    protect(server, policy_text=POLICY, context=lambda request_context: None)
+    # Review 32 F1: `scopes and Context(...)` is `[]` for a token without scopes.
+    for nothing in (None, [], (), ""):
+        ran: list[Any] = []
+        server = fastmcp(ran)
+        protect(server, policy_text=POLICY, context=lambda request_context, nothing=nothing: nothing)
 
-    async def steps(client: ClientSession) -> Any:
-        called = await client.call_tool("consultar", {"order_id": "1"})
-        try:
-            await client.list_tools()
-            listed = "listed"
-        except Exception as e:  # the SDK carries the guard's error to the client
-            listed = str(e)
-        return called, listed
+        async def steps(client: ClientSession) -> Any:
+            called = await client.call_tool("consultar", {"order_id": "1"})
+            try:
+                await client.list_tools()
+                listed = "listed"
+            except Exception as e:  # the SDK carries the guard's error to the client
+                listed = str(e)
+            return called, listed
 
-    called, listed = run(server, steps)
-    assert called.isError and json.loads(called.content[0].text)["error"]["code"] == "INVALID_CONTEXT"
-    assert listed != "listed"
-    assert ran == []
+        called, listed = run(server, steps)
+        code = json.loads(called.content[0].text)["error"]["code"]
+        assert called.isError and code == "INVALID_CONTEXT", repr(nothing)
+        assert listed != "listed", repr(nothing)
+        assert ran == [], repr(nothing)
 
 
 def test_the_policy_file_is_read_once(tmp_path: Path) -> None:
@@ -771,6 +774,26 @@ def test_the_policy_file_is_read_once(tmp_path: Path) -> None:
     first, again = run(server, steps)
     assert first.isError and again.isError
     assert ran == []
+
+
+def test_reload_reads_the_policy_file_again(tmp_path: Path) -> None:
+    """Review 32 F5: the explicit reload() is how a replaced policy file is
+    taken (automatic reloads keep the text read first)."""
+    ran: list[Any] = []
+    server = fastmcp(ran)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    guard = protect(server, policy_path=policy)
+
+    async def steps(client: ClientSession) -> Any:
+        first = await client.call_tool("consultar", {"order_id": "1"})
+        policy.write_text(POLICY + "  consultar:\n    hold: not on this route\n", encoding="utf-8")
+        guard.reload()
+        return first, await client.call_tool("consultar", {"order_id": "1"})
+
+    first, held = run(server, steps)
+    assert not first.isError and held.isError
+    assert ran == [("consultar", {"order_id": "1"})]
 
 
 def test_every_page_of_a_lowlevel_servers_list_is_in_the_rules() -> None:

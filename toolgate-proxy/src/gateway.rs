@@ -2367,7 +2367,10 @@ fn undeclared_capability(
     let request = serde_json::to_value(request).unwrap_or(Value::Null);
     match request.get("method").and_then(Value::as_str) {
         Some("sampling/createMessage") => {
-            let with_tools = request.pointer("/params/tools").is_some_and(|t| !t.is_null());
+            // `tools: []` offers the model nothing to call.
+            let with_tools = request
+                .pointer("/params/tools")
+                .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|tools| !tools.is_empty()));
             if !has("/sampling") {
                 Some("sampling")
             } else if with_tools && !has("/sampling/tools") {
@@ -2533,6 +2536,11 @@ mod tests {
         }
         let plain_sampling = caps(json!({"sampling": {}}));
         assert_eq!(undeclared_capability(&sampling, &plain_sampling), None);
+        let no_tools = request(
+            "sampling/createMessage",
+            json!({"messages": [], "maxTokens": 10, "tools": []}),
+        );
+        assert_eq!(undeclared_capability(&no_tools, &plain_sampling), None);
         assert_eq!(
             undeclared_capability(&with_tools, &plain_sampling),
             Some("sampling with tools")

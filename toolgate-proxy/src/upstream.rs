@@ -159,37 +159,92 @@ async fn filter_lines(stdout: tokio::process::ChildStdout, mut out: DuplexStream
         if body.is_empty() {
             continue;
         }
-        if let Err(why) = readable(body) {
-            let excerpt: String = String::from_utf8_lossy(body).chars().take(120).collect();
-            fault.set(format!("it sent {why}: {excerpt:?}"));
-            return;
-        }
-        if out.write_all(body).await.is_err() || out.write_all(b"\n").await.is_err() {
-            return;
+        let lines = match readable(body) {
+            Ok(lines) => lines,
+            Err(why) => {
+                let excerpt: String = String::from_utf8_lossy(body).chars().take(120).collect();
+                fault.set(format!("it sent {why}: {excerpt:?}"));
+                return;
+            }
+        };
+        for line in lines {
+            let line: &[u8] = match &line {
+                Line::AsIs => body,
+                Line::Rewritten(text) => text.as_bytes(),
+            };
+            if out.write_all(line).await.is_err() || out.write_all(b"\n").await.is_err() {
+                return;
+            }
         }
     }
 }
 
-/// Why the transport could not read `line` as the message it is, if so. An
-/// answer (a result or an error) rmcp cannot type would be dropped by it and
-/// its request left waiting for `--timeout`, then reported as unanswered
-/// (review 31 F4: `"error": null` beside a result, a float error code, a
-/// batch); such a line ends the connection at once, as any other unreadable
-/// output does. A request or notification that does not type is rmcp's to
-/// answer or skip (it is lenient with notifications), and holds up no call.
-fn readable(line: &[u8]) -> Result<(), &'static str> {
+/// What `filter_lines` passes on for one line of the upstream's.
+#[derive(Debug, PartialEq)]
+enum Line {
+    AsIs,
+    Rewritten(String),
+}
+
+/// The lines to pass on for `line`, or why it ends the connection. An answer
+/// (a result or an error) rmcp cannot type would be dropped by it and its
+/// request left waiting for `--timeout`, then reported as unanswered
+/// (review 31 F4: `"error": null` beside a result, a float error code): it
+/// is passed on as an error answer to its id, so that request fails at once
+/// and the session goes on. A batch (MCP 2025-03-26, which a client may ask
+/// the upstream for; rmcp reads none) is passed on message by message. A
+/// request or notification that does not type is rmcp's to answer or skip
+/// (it is lenient with notifications), and holds up no call.
+fn readable(line: &[u8]) -> Result<Vec<Line>, &'static str> {
+    // The common case costs one typed parse, as rmcp's own.
+    if serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(line).is_ok() {
+        return Ok(vec![Line::AsIs]);
+    }
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
         return Err("output that is not a JSON-RPC message");
     };
-    match &value {
-        serde_json::Value::Object(o) if o.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0") => {}
-        serde_json::Value::Array(_) => return Err("a batch of messages, which MCP no longer has"),
-        _ => return Err("output that is not a JSON-RPC message"),
+    match value {
+        serde_json::Value::Array(items) if !items.is_empty() => {
+            let mut lines = Vec::with_capacity(items.len());
+            for item in items {
+                let text = item.to_string();
+                match one_message(item)? {
+                    Line::AsIs => lines.push(Line::Rewritten(text)),
+                    rewritten => lines.push(rewritten),
+                }
+            }
+            Ok(lines)
+        }
+        value => one_message(value).map(|line| vec![line]),
     }
-    if value.get("method").is_none() && serde_json::from_value::<rmcp::model::ServerJsonRpcMessage>(value).is_err() {
-        return Err("an answer that is not a JSON-RPC result or error the gateway can read");
+}
+
+/// [`readable`] for one message that rmcp may not type.
+fn one_message(value: serde_json::Value) -> Result<Line, &'static str> {
+    if value.get("jsonrpc").and_then(serde_json::Value::as_str) != Some("2.0") {
+        return Err("output that is not a JSON-RPC message");
     }
-    Ok(())
+    if value.get("method").is_some() {
+        return Ok(Line::AsIs);
+    }
+    let id = match value.get("id") {
+        Some(id @ (serde_json::Value::Number(_) | serde_json::Value::String(_))) => id.clone(),
+        _ => return Err("an answer without an id the gateway can read"),
+    };
+    if serde_json::from_value::<rmcp::model::ServerJsonRpcMessage>(value.clone()).is_ok() {
+        return Ok(Line::AsIs);
+    }
+    let excerpt: String = value.to_string().chars().take(120).collect();
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": -32603,
+            "message": format!("toolgate proxy: the upstream's answer could not be read: {excerpt}"),
+            "data": { "toolgate": "UPSTREAM_ERROR" },
+        },
+    });
+    Ok(Line::Rewritten(answer.to_string()))
 }
 
 async fn supervise(mut child: Box<dyn ChildWrapper>, stop: oneshot::Receiver<()>, fault: Arc<Fault>) {
@@ -241,19 +296,46 @@ fn windows_program(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::readable;
+    use super::{Line, readable};
 
-    /// Review 31 F4: an answer rmcp cannot type ends the connection (it hung
-    /// its request for `--timeout`); what rmcp reads passes.
+    /// Review 31 F4 and review 32 F2: an answer rmcp cannot type becomes an
+    /// error answer to its id (it hung its request for `--timeout`); a batch
+    /// is passed on message by message; what is not JSON-RPC ends the
+    /// connection; what rmcp reads passes as it is.
     #[test]
-    fn an_answer_the_transport_cannot_read_is_a_fault() {
+    fn what_the_transport_cannot_read_is_answered_split_or_a_fault() {
+        let rewritten = |line: &str| match readable(line.as_bytes()) {
+            Ok(lines) => lines,
+            Err(why) => panic!("{line}: {why}"),
+        };
         for line in [
             r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]},"error":null}"#,
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"x"}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":7}}"#,
-            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            r#"{"jsonrpc":"2.0","id":"a","error":{"code":-32000,"message":7}}"#,
+        ] {
+            let lines = rewritten(line);
+            let [Line::Rewritten(text)] = lines.as_slice() else {
+                panic!("{line}: {lines:?}")
+            };
+            let answer: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(answer["error"]["data"]["toolgate"], "UPSTREAM_ERROR", "{line}");
+            assert!(
+                serde_json::from_str::<rmcp::model::ServerJsonRpcMessage>(text).is_ok(),
+                "{text}"
+            );
+        }
+        let batch = rewritten(
+            r#"[{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}},{"jsonrpc":"2.0","id":2,"result":{"content":[]}}]"#,
+        );
+        assert_eq!(batch.len(), 2);
+        assert!(batch.iter().all(
+            |l| matches!(l, Line::Rewritten(t) if serde_json::from_str::<rmcp::model::ServerJsonRpcMessage>(t).is_ok())
+        ));
+        for line in [
             r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
             "not json",
+            "[]",
+            r#"{"jsonrpc":"2.0","result":{}}"#,
         ] {
             assert!(readable(line.as_bytes()).is_err(), "{line}");
         }
@@ -264,7 +346,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":3,"method":"roots/list"}"#,
             r#"{"jsonrpc":"2.0","id":4,"result":{}}"#,
         ] {
-            assert_eq!(readable(line.as_bytes()), Ok(()), "{line}");
+            assert_eq!(rewritten(line), vec![Line::AsIs], "{line}");
         }
     }
 }

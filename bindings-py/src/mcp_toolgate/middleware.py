@@ -204,6 +204,11 @@ class _Source:
             self.text = self.path.read_text(encoding="utf-8")
         return self.text
 
+    def forget(self) -> None:
+        """Read the file again on the next load (:meth:`Guard.reload`)."""
+        if self.path is not None:
+            self.text = None
+
 
 class _Sdk:
     """How one SDK major keeps its ``tools/list`` and ``tools/call`` handlers."""
@@ -453,7 +458,7 @@ class Guard:
         if which == "list":
             self._list = handler
             if self._given_rules is None and not self._catalog.given:
-                self.reload()  # the catalog is the server's own tools/list
+                self._rebuild()  # the catalog is the server's own tools/list
         else:
             self._call = handler
         return self._mine[which]
@@ -503,7 +508,7 @@ class Guard:
             if rules is self._rules and not self._stale(name):
                 return rules
             if rules is self._rules:
-                self.reload()
+                self._rebuild()
         # Replaced again during every load (review 30 F3: one re-check let a
         # tool replaced during the second load run on the first one's entry).
         raise RuntimeError("toolgate: the server's tools kept changing while the rules loaded; the call was not run")
@@ -539,8 +544,17 @@ class Guard:
         raise RuntimeError(f"toolgate: the server's tools/list did not end within {_MAX_LIST_PAGES} pages")
 
     def reload(self) -> None:
-        """Rebuild the rules on the next request (after tools were added);
-        rules given to :func:`protect` (``rules=``) are kept."""
+        """Rebuild the rules on the next request, reading ``policy_path=`` and
+        ``catalog_path=`` again (after tools were added, or the policy file
+        was replaced); rules given to :func:`protect` (``rules=``) are kept."""
+        for source in (self._policy, self._catalog):
+            if source is not None:
+                source.forget()
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Rebuild the rules on the next request from the texts already read
+        (a tool changed: an edit to a file caught half written never loads)."""
         self._rules = self._given_rules
         self._derived_from = None
 
@@ -553,10 +567,14 @@ class Guard:
             except LookupError:
                 request_context = None
         context = self._context(request_context)
-        # A callback that returned nothing (a forgotten `return`, `token and
-        # Context(...)`) is a host bug, not "no scope check": the engine
-        # refuses this text (INVALID_CONTEXT). "No check" is `Context()`.
-        return _NO_CONTEXT if context is None else context
+        # A callback that returned nothing (a forgotten `return`, `scopes and
+        # Context(...)`, which is `[]` for a token without scopes) is a host
+        # bug, not "no scope check": the engine refuses this text
+        # (INVALID_CONTEXT). "No check" is `Context()`. Only a Context, a
+        # mapping or a non-empty JSON text is a context.
+        if isinstance(context, (Context, Mapping)) or (isinstance(context, str) and context != ""):
+            return context
+        return _NO_CONTEXT
 
     def _confirmation_for(self, request_context: Any) -> ConfirmationSource:
         """The confirmation source for one request: ``"argument"`` only when
