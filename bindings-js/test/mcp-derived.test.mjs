@@ -270,16 +270,24 @@ test('a tool updated while an async context callback runs is decided on its new 
   }
 });
 
+/**
+ * Runs `change` while the SDK validates a call's arguments: between the
+ * guard's decision and the tool's handler.
+ * @param {McpServer} server
+ * @param {() => void} change
+ */
+function whileValidating(server, change) {
+  const validate = /** @type {any} */ (server).validateToolInput;
+  /** @type {any} */ (server).validateToolInput = async function (/** @type {any[]} */ ...args) {
+    change();
+    return validate.apply(this, args);
+  };
+}
+
 test('a tool updated between the decision and its handler is decided again (review 30 F1)', async () => {
   const { server, ran, turnIntoWipe } = reportServer();
   guardServer(server, { policy: 'version: 1\ntrust_catalog_hints: true\n' });
-  // The SDK validates the arguments between the guard's decision and the
-  // handler: the update lands there.
-  const validate = /** @type {any} */ (server).validateToolInput;
-  /** @type {any} */ (server).validateToolInput = async function (/** @type {any[]} */ ...args) {
-    turnIntoWipe();
-    return validate.apply(this, args);
-  };
+  whileValidating(server, turnIntoWipe);
   const client = await connect(server);
   try {
     const racing = await client.callTool({ name: 'report', arguments: {} });
@@ -309,8 +317,7 @@ test('a context callback that returns nothing refuses the call and the list (rev
 test('a tool removed and registered anew between the decision and its handler does not run (review 32 F4)', async () => {
   const { server, ran, turnIntoWipe } = reportServer();
   guardServer(server, { policy: 'version: 1\ntrust_catalog_hints: true\n' });
-  const validate = /** @type {any} */ (server).validateToolInput;
-  /** @type {any} */ (server).validateToolInput = async function (/** @type {any[]} */ ...args) {
+  whileValidating(server, () => {
     // The object the SDK looked up turns destructive; its name is given to a new read-only tool.
     turnIntoWipe();
     /** @type {any} */ (server)._registeredTools.report.remove();
@@ -318,8 +325,7 @@ test('a tool removed and registered anew between the decision and its handler do
       ran.push('new read');
       return { content: [{ type: 'text', text: 'new read ran' }] };
     });
-    return validate.apply(this, args);
-  };
+  });
   const client = await connect(server);
   try {
     const racing = await client.callTool({ name: 'report', arguments: {} });

@@ -1003,6 +1003,23 @@ mod tests {
         assert!(response.headers().contains_key(header::RETRY_AFTER));
     }
 
+    /// An authenticator checking tokens against the key set in the file `jwks`.
+    async fn jwks_file_authenticator(jwks: &std::path::Path) -> Authenticator {
+        Authenticator::new(
+            jwt_settings(jwks.to_path_buf()),
+            crate::outbound::client(None, None).unwrap(),
+        )
+        .await
+        .unwrap()
+    }
+
+    fn jwt_check(auth: &Authenticator) -> &JwtCheck {
+        let Check::Jwt(jwt) = &auth.check else {
+            panic!("not a JWT check")
+        };
+        jwt
+    }
+
     /// A refetch that only adds keys (an unknown `kid`, a key rotated in)
     /// keeps the tokens already checked; one that drops or changes a key
     /// forgets them all.
@@ -1014,15 +1031,9 @@ mod tests {
         let key = |kid: &str, n: &str| json!({"kty": "RSA", "n": n, "e": "AQAB", "kid": kid});
         let write = |keys: Vec<serde_json::Value>| std::fs::write(&jwks, json!({ "keys": keys }).to_string()).unwrap();
         write(vec![key("one", "AQAB")]);
-        let settings = jwt_settings(jwks.clone());
-        let auth = Authenticator::new(settings, crate::outbound::client(None, None).unwrap())
-            .await
-            .unwrap();
-        let Check::Jwt(jwt) = &auth.check else {
-            panic!("not a JWT check")
-        };
-        let caller = Arc::new(Caller::anonymous(Context::default()));
-        let now = 1_000;
+        let auth = jwks_file_authenticator(&jwks).await;
+        let jwt = jwt_check(&auth);
+        let (caller, now) = (Arc::new(Caller::anonymous(Context::default())), 1_000);
         let refetched_keeps = async |keys: Vec<serde_json::Value>| {
             let withdrawals = auth.verified().withdrawals;
             auth.remember("checked", &caller, now + 600, now, withdrawals);
@@ -1052,14 +1063,9 @@ mod tests {
         let jwks = dir.join("jwks.json");
         let key = |kid: &str| json!({"keys": [{"kty": "RSA", "n": "AQAB", "e": "AQAB", "kid": kid}]});
         std::fs::write(&jwks, key("old").to_string()).unwrap();
-        let auth = Authenticator::new(jwt_settings(jwks.clone()), crate::outbound::client(None, None).unwrap())
-            .await
-            .unwrap();
-        let Check::Jwt(jwt) = &auth.check else {
-            panic!("not a JWT check")
-        };
-        let caller = Arc::new(Caller::anonymous(Context::default()));
-        let now = 1_000;
+        let auth = jwks_file_authenticator(&jwks).await;
+        let jwt = jwt_check(&auth);
+        let (caller, now) = (Arc::new(Caller::anonymous(Context::default())), 1_000);
         // The check began here, under the old key...
         let before = auth.verified().withdrawals;
         // ...and the refetch that withdrew it ended before the check did.
